@@ -1,0 +1,187 @@
+package cache
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
+
+// DefaultShards is the number of shard hash tags a deployment spreads its
+// users over when Config.Shards is zero. It must stay the same for the life of
+// a deployment's data: the shard of a user is part of every key of that user.
+const DefaultShards = 64
+
+// Keys builds every Redis key adksession uses. Nothing else in the module
+// knows a key name. The layout (also in docs/redis-keys.md, kept equal by a
+// test):
+//
+//	<ns>adk:{<shard>}:s:<app>:<user>:<sid>   hash    session: m:* meta fields, s:<key> session state (JSON values)
+//	<ns>adk:{<shard>}:e:<app>:<user>:<sid>   zset    events: score = timestamp µs, member = "<seq>:<event JSON>"
+//	<ns>adk:{<shard>}:t:<app>:<user>:<sid>   hash    temp: state of the running invocation, TTL TempTTL
+//	<ns>adk:{<shard>}:u:<app>:<user>         hash    user state: m:* meta, s:<key> (without "user:")
+//	<ns>adk:{<shard>}:us:<app>:<user>        zset    the user's sessions, score = last update µs
+//	<ns>adk:{<shard>}:as:<app>               zset    the app's sessions in this shard, member "<user>:<sid>", score 0
+//	<ns>adk:{<shard>}:log                    stream  change log of the shard (write-behind)
+//	<ns>adk:{<shard>}:lease                  string  flusher lease of the shard
+//	<ns>adk:{a:<app>}:a                      hash    app state: m:* meta, s:<key> (without "app:")
+//	<ns>adk:{a:<app>}:ap                     zset    app-delta event ids already applied, score = apply time ms
+//	<ns>adk:meta                             hash    deployment facts (shard count)
+//	<ns>adk:stats                            hash    flusher summary for dashboards
+//
+// <shard> is a number in [0, shards): a hash of (app, user). All keys of one
+// user share one hash slot, so every script touches one slot; a fleet of
+// users spreads over `shards` slots, and no app is a single hot slot.
+// <app>, <user> and <sid> are escaped (see Escape) so ids containing ':', '{',
+// '}', '%', spaces or control characters never collide.
+type Keys struct {
+	prefix string
+	shards int
+}
+
+// NewKeys returns the key builder of a namespace. namespace may be empty; it
+// must not contain '{' or '}' (they would change the hash slot of every key).
+func NewKeys(namespace string, shards int) (Keys, error) {
+	if strings.ContainsAny(namespace, "{}") {
+		return Keys{}, fmt.Errorf("namespace %q: must not contain '{' or '}'", namespace)
+	}
+	if shards <= 0 {
+		shards = DefaultShards
+	}
+	return Keys{prefix: namespace + "adk:", shards: shards}, nil
+}
+
+// Shards is the number of shards of the layout.
+func (k Keys) Shards() int { return k.shards }
+
+// Shard is the shard of a user: FNV-1a of app, NUL, user, modulo the shard count.
+func (k Keys) Shard(app, user string) int {
+	h := fnv.New32a()
+	h.Write([]byte(app))
+	h.Write([]byte{0})
+	h.Write([]byte(user))
+	return int(h.Sum32() % uint32(k.shards))
+}
+
+func (k Keys) tag(shard int) string {
+	return k.prefix + "{" + strconv.Itoa(shard) + "}:"
+}
+
+// SessionKeys are the keys one session script may touch; all share a slot.
+type SessionKeys struct {
+	Shard     int
+	Session   string // hash: meta + session state
+	Events    string // zset: event log
+	Temp      string // hash: temp: state of the current invocation
+	User      string // hash: user state
+	UserIndex string // zset: the user's sessions
+	AppIndex  string // zset: the app's sessions in this shard
+	Log       string // stream: the shard's change log
+}
+
+// Session returns the keys of session (app, user, sid).
+func (k Keys) Session(app, user, sid string) SessionKeys {
+	shard := k.Shard(app, user)
+	t := k.tag(shard)
+	au := Escape(app) + ":" + Escape(user)
+	return SessionKeys{
+		Shard:     shard,
+		Session:   t + "s:" + au + ":" + Escape(sid),
+		Events:    t + "e:" + au + ":" + Escape(sid),
+		Temp:      t + "t:" + au + ":" + Escape(sid),
+		User:      t + "u:" + au,
+		UserIndex: t + "us:" + au,
+		AppIndex:  t + "as:" + Escape(app),
+		Log:       t + "log",
+	}
+}
+
+// AppKeys are the keys of an app's shared state; they live in their own slot.
+type AppKeys struct {
+	State   string // hash: app state
+	Applied string // zset: app-delta event ids already applied
+}
+
+// App returns the keys of app's state.
+func (k Keys) App(app string) AppKeys {
+	t := k.prefix + "{a:" + Escape(app) + "}:"
+	return AppKeys{State: t + "a", Applied: t + "ap"}
+}
+
+// ShardKeys are the per-shard keys the flusher works on.
+type ShardKeys struct {
+	Log   string // stream: change log
+	Lease string // string: flusher lease
+}
+
+// Shard returns the flusher keys of shard.
+func (k Keys) ShardKeys(shard int) ShardKeys {
+	t := k.tag(shard)
+	return ShardKeys{Log: t + "log", Lease: t + "lease"}
+}
+
+// Meta is the hash of deployment facts (shard count).
+func (k Keys) Meta() string { return k.prefix + "meta" }
+
+// Stats is the flusher summary hash dashboards read.
+func (k Keys) Stats() string { return k.prefix + "stats" }
+
+// AppIndexMember is the member of a session in an app index zset.
+func AppIndexMember(user, sid string) string { return Escape(user) + ":" + Escape(sid) }
+
+// Escape percent-encodes the bytes of an id that would make keys ambiguous or
+// hard to read: '%', ':', '{', '}', space, and control characters. It is
+// injective, and undone by Unescape (and by any URL percent-decoder).
+func Escape(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if needsEscape(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2*n)
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if needsEscape(c) {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func needsEscape(c byte) bool {
+	return c <= ' ' || c == 0x7f || c == '%' || c == ':' || c == '{' || c == '}'
+}
+
+// Unescape reverses Escape.
+func Unescape(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", fmt.Errorf("unescape %q: truncated escape", s)
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("unescape %q: %w", s, err)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,193 @@
+package cache
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ListItem is one session of a listing. Snap (meta and state, no events) is
+// nil when the session is indexed but its hash is no longer cached.
+type ListItem struct {
+	User, SID string
+	Snap      *Snapshot
+}
+
+// listCursor is the position after the last item of a page.
+type listCursor struct {
+	Score  float64 `json:"c,omitempty"` // user listing: update time of the last item
+	Member string  `json:"m"`           // user listing: sid; app listing: index member
+	Shard  int     `json:"s,omitempty"` // app listing: shard of the last item
+}
+
+func encodeCursor(c listCursor) string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(tok string) (listCursor, error) {
+	var c listCursor
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return c, fmt.Errorf("page token %q: not a token this service issued", tok)
+	}
+	return c, nil
+}
+
+// ListUser lists a user's sessions, newest update first, limit at a time,
+// starting after the position of token ("" = first page). It returns the
+// token of the next page, "" after the last.
+func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int) ([]ListItem, string, error) {
+	k := s.keys.Session(app, user, "")
+	max, skipEqual := "+inf", ""
+	var cur listCursor
+	if token != "" {
+		var err error
+		if cur, err = decodeCursor(token); err != nil {
+			return nil, "", err
+		}
+		max, skipEqual = strconv.FormatFloat(cur.Score, 'f', -1, 64), cur.Member
+	}
+	var page []redis.Z
+	for offset := int64(0); len(page) < limit+1; {
+		zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+			Key: k.UserIndex, Start: max, Stop: "-inf", ByScore: true, Rev: true, Offset: offset, Count: int64(limit + 1),
+		}).Result()
+		if err != nil {
+			return nil, "", fmt.Errorf("list user sessions: %w", err)
+		}
+		for _, z := range zs {
+			// Members of equal score come in descending order; skip those
+			// the previous page returned.
+			if token != "" && z.Score == cur.Score && z.Member.(string) >= skipEqual {
+				continue
+			}
+			page = append(page, z)
+		}
+		if len(zs) < limit+1 {
+			break
+		}
+		offset += int64(len(zs))
+	}
+	next := ""
+	if len(page) > limit {
+		page = page[:limit]
+		last := page[limit-1]
+		next = encodeCursor(listCursor{Score: last.Score, Member: last.Member.(string)})
+	}
+	items := make([]ListItem, len(page))
+	for i, z := range page {
+		items[i] = ListItem{User: user, SID: z.Member.(string)}
+	}
+	if err := s.fillSnapshots(ctx, app, items); err != nil {
+		return nil, "", err
+	}
+	return items, next, nil
+}
+
+// ListApp lists the sessions of every user of app, shard by shard, in a
+// stable order that appends never change (creates and deletes only).
+func (s *Store) ListApp(ctx context.Context, app, token string, limit int) ([]ListItem, string, error) {
+	var cur listCursor
+	if token != "" {
+		var err error
+		if cur, err = decodeCursor(token); err != nil {
+			return nil, "", err
+		}
+	}
+	var items []ListItem
+	var members []string
+	var shards []int
+	for shard := cur.Shard; shard < s.keys.Shards() && len(members) < limit+1; shard++ {
+		min := "-"
+		if shard == cur.Shard && cur.Member != "" {
+			min = "(" + cur.Member
+		}
+		k := s.keys.tag(shard) + "as:" + Escape(app)
+		ms, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+			Key: k, Start: min, Stop: "+", ByLex: true, Count: int64(limit + 1 - len(members)),
+		}).Result()
+		if err != nil {
+			return nil, "", fmt.Errorf("list app sessions: %w", err)
+		}
+		for _, m := range ms {
+			members = append(members, m)
+			shards = append(shards, shard)
+		}
+	}
+	next := ""
+	if len(members) > limit {
+		members, shards = members[:limit], shards[:limit]
+		next = encodeCursor(listCursor{Shard: shards[limit-1], Member: members[limit-1]})
+	}
+	for _, m := range members {
+		eu, es, ok := strings.Cut(m, ":")
+		if !ok {
+			return nil, "", fmt.Errorf("app index member %q: malformed", m)
+		}
+		user, err := Unescape(eu)
+		if err != nil {
+			return nil, "", err
+		}
+		sid, err := Unescape(es)
+		if err != nil {
+			return nil, "", err
+		}
+		items = append(items, ListItem{User: user, SID: sid})
+	}
+	if err := s.fillSnapshots(ctx, app, items); err != nil {
+		return nil, "", err
+	}
+	return items, next, nil
+}
+
+// fillSnapshots reads the session and user hashes of items (one pipeline)
+// and the app hash, and sets each item's Snap (nil when not cached).
+func (s *Store) fillSnapshots(ctx context.Context, app string, items []ListItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	sess := make([]*redis.MapStringStringCmd, len(items))
+	users := map[string]*redis.MapStringStringCmd{}
+	for i, it := range items {
+		k := s.keys.Session(app, it.User, it.SID)
+		sess[i] = pipe.HGetAll(ctx, k.Session)
+		if users[it.User] == nil {
+			users[it.User] = pipe.HGetAll(ctx, k.User)
+		}
+	}
+	appCmd := pipe.HGetAll(ctx, s.keys.App(app).State)
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return fmt.Errorf("read listed sessions: %w", err)
+	}
+	appState, _, err := stateHash(appCmd.Val())
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		h := sess[i].Val()
+		if len(h) == 0 || h["m:del"] == "1" {
+			continue
+		}
+		flatH := make([]any, 0, 2*len(h))
+		for f, v := range h {
+			flatH = append(flatH, f, v)
+		}
+		snap := &Snapshot{}
+		if err := snap.parse(flatH, users[items[i].User].Val(), []any{}, nil); err != nil {
+			return err
+		}
+		snap.App = appState
+		items[i].Snap = snap
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EventRecord is a cached event: its sequence number, timestamp (µs, the
+// authoritative one) and JSON.
+type EventRecord struct {
+	Seq, Ts int64
+	JSON    string
+}
+
+// Snapshot is a session as cached: meta, state by scope, events, temp state.
+type Snapshot struct {
+	Incarnation    int64
+	CreateTime     int64 // µs
+	UpdateTime     int64 // µs: the last event's timestamp, or CreateTime
+	Rev            int64 // last seq
+	First          int64 // seq of the oldest cached event (older ones are in the database only)
+	Flushed        int64 // last seq in the database
+	TempInvocation string
+	State          map[string]string // session keys -> JSON
+	User           map[string]string // user keys without "user:" -> JSON
+	UserRev        int64
+	App            map[string]string // app keys without "app:" -> JSON
+	Events         []EventRecord     // ascending
+	Temp           map[string]string // "temp:x" -> JSON, when asked for its invocation
+}
+
+// parse fills s from the replies of get.lua / append.lua.
+func (s *Snapshot) parse(sess, user, events, temp any) error {
+	h, err := flat(sess)
+	if err != nil {
+		return err
+	}
+	s.State = map[string]string{}
+	for i := 0; i+1 < len(h); i += 2 {
+		f, v := h[i], h[i+1]
+		if key, ok := strings.CutPrefix(f, "s:"); ok {
+			s.State[key] = v
+			continue
+		}
+		switch f {
+		case "m:inc":
+			s.Incarnation, err = strconv.ParseInt(v, 10, 64)
+		case "m:ct":
+			s.CreateTime, err = strconv.ParseInt(v, 10, 64)
+		case "m:ut":
+			s.UpdateTime, err = strconv.ParseInt(v, 10, 64)
+		case "m:rev":
+			s.Rev, err = strconv.ParseInt(v, 10, 64)
+		case "m:first":
+			s.First, err = strconv.ParseInt(v, 10, 64)
+		case "m:fl":
+			s.Flushed, err = strconv.ParseInt(v, 10, 64)
+		case "m:tinv":
+			s.TempInvocation = v
+		}
+		if err != nil {
+			return fmt.Errorf("session field %s: %w", f, err)
+		}
+	}
+	if s.User, s.UserRev, err = stateHash(user); err != nil {
+		return err
+	}
+	if s.Events, err = eventRecords(events); err != nil {
+		return err
+	}
+	if temp != nil {
+		t, err := flat(temp)
+		if err != nil {
+			return err
+		}
+		s.Temp = make(map[string]string, len(t)/2)
+		for i := 0; i+1 < len(t); i += 2 {
+			s.Temp[t[i]] = t[i+1]
+		}
+	}
+	return nil
+}
+
+// flat converts a Lua array reply of strings.
+func flat(v any) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("script reply: want array, got %T", v)
+	}
+	out := make([]string, len(arr))
+	for i, x := range arr {
+		s, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("script reply: want string, got %T", x)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// stateHash splits a state hash (user or app) into its keys and revision.
+func stateHash(v any) (map[string]string, int64, error) {
+	var h []string
+	switch x := v.(type) {
+	case map[string]string:
+		m := make(map[string]string, len(x))
+		var rev int64
+		for f, val := range x {
+			if key, ok := strings.CutPrefix(f, "s:"); ok {
+				m[key] = val
+			} else if f == "m:rev" {
+				rev, _ = strconv.ParseInt(val, 10, 64)
+			}
+		}
+		return m, rev, nil
+	default:
+		var err error
+		if h, err = flat(v); err != nil {
+			return nil, 0, err
+		}
+	}
+	m := make(map[string]string, len(h)/2)
+	var rev int64
+	for i := 0; i+1 < len(h); i += 2 {
+		if key, ok := strings.CutPrefix(h[i], "s:"); ok {
+			m[key] = h[i+1]
+		} else if h[i] == "m:rev" {
+			rev, _ = strconv.ParseInt(h[i+1], 10, 64)
+		}
+	}
+	return m, rev, nil
+}
+
+// eventRecords parses (member, score, ...) pairs; member is "<seq>:<json>".
+func eventRecords(v any) ([]EventRecord, error) {
+	h, err := flat(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EventRecord, 0, len(h)/2)
+	for i := 0; i+1 < len(h); i += 2 {
+		r, err := parseMember(h[i], h[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func parseMember(member, score string) (EventRecord, error) {
+	seq, js, ok := strings.Cut(member, ":")
+	if !ok {
+		return EventRecord{}, fmt.Errorf("event member without sequence number")
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil {
+		return EventRecord{}, fmt.Errorf("event sequence number: %w", err)
+	}
+	ts, err := strconv.ParseFloat(score, 64)
+	if err != nil {
+		return EventRecord{}, fmt.Errorf("event score: %w", err)
+	}
+	return EventRecord{Seq: n, Ts: int64(ts), JSON: js}, nil
+}
+
+// GetArgs select what Get reads.
+type GetArgs struct {
+	App, User, SID string
+	After          int64 // keep events with timestamp >= After µs; < 0 = no bound
+	NumRecent      int   // keep the newest NumRecent of those; 0 = all
+	InvocationID   string
+}
+
+// Get reads a session, its user and app state and a window of its events in
+// one round trip (the session script and the app hash, pipelined). Errors:
+// ErrNotCached, ErrDeleted, ErrIncomplete.
+func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
+	k := s.keys.Session(a.App, a.User, a.SID)
+	after := ""
+	if a.After >= 0 {
+		after = strconv.FormatInt(a.After, 10)
+	}
+	keys := []string{k.Session, k.Events, k.Temp, k.User}
+	args := []any{after, a.NumRecent, a.InvocationID}
+	var script *redis.Cmd
+	var app *redis.MapStringStringCmd
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		if attempt == 0 {
+			script = getScript.EvalSha(ctx, pipe, keys, args...)
+		} else {
+			script = getScript.Eval(ctx, pipe, keys, args...)
+		}
+		app = pipe.HGetAll(ctx, s.keys.App(a.App).State)
+		_, err := pipe.Exec(ctx)
+		if attempt == 0 && isNoScript(script.Err()) {
+			continue
+		}
+		if err != nil && err != redis.Nil {
+			return nil, fmt.Errorf("get script: %w", err)
+		}
+		break
+	}
+	v, err := script.Slice()
+	if err != nil {
+		return nil, fmt.Errorf("get script: %w", err)
+	}
+	if err := codeError(v[0].(int64), ErrNotCached); err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{}
+	if err := snap.parse(v[1], v[2], v[3], v[4]); err != nil {
+		return nil, err
+	}
+	if snap.App, _, err = stateHash(app.Val()); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// AppState reads an app's state (keys without "app:").
+func (s *Store) AppState(ctx context.Context, app string) (map[string]string, error) {
+	h, err := s.rdb.HGetAll(ctx, s.keys.App(app).State).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read app state: %w", err)
+	}
+	m, _, err := stateHash(h)
+	return m, err
+}
+
+// UserState reads a user's state (keys without "user:"); ok is false when
+// Redis holds no state hash for that user.
+func (s *Store) UserState(ctx context.Context, app, user string) (m map[string]string, ok bool, err error) {
+	h, err := s.rdb.HGetAll(ctx, s.keys.Session(app, user, "").User).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("read user state: %w", err)
+	}
+	m, _, err = stateHash(h)
+	return m, len(h) > 0, err
+}

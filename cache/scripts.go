@@ -1,0 +1,86 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/lua"
+)
+
+// The scripts, loaded once with SCRIPT LOAD and run with EVALSHA; go-redis
+// falls back to EVAL (which loads the script again) after SCRIPT FLUSH or a
+// failover to a node that never saw it.
+var (
+	createScript        = redis.NewScript(lua.Create)
+	appendScript        = redis.NewScript(lua.Append)
+	getScript           = redis.NewScript(lua.Get)
+	deleteScript        = redis.NewScript(lua.Delete)
+	endInvocationScript = redis.NewScript(lua.EndInvocation)
+	appApplyScript      = redis.NewScript(lua.AppApply)
+)
+
+// Script return codes shared by the session scripts (see each script's header).
+const (
+	codeOK         = 0
+	codeCaughtUp   = 1
+	codeExists     = -1
+	codeNotCached  = -1
+	codeDeleted    = -2
+	codeStale      = -3
+	codeNoUser     = -4
+	codeIncomplete = -5
+)
+
+// Errors the scripts report. The service maps them to its public errors or
+// to a cold load from the database.
+var (
+	ErrExists        = errors.New("adksession: session already exists")
+	ErrNotCached     = errors.New("adksession: session not cached")
+	ErrDeleted       = errors.New("adksession: session deleted")
+	ErrStale         = errors.New("adksession: session handle is stale")
+	ErrUserNotCached = errors.New("adksession: user state not cached")
+	ErrIncomplete    = errors.New("adksession: cached session incomplete")
+)
+
+// codeError maps a script's status code to an error (nil for success).
+func codeError(code int64, notCached error) error {
+	switch code {
+	case codeOK, codeCaughtUp:
+		return nil
+	case -1:
+		return notCached
+	case codeDeleted:
+		return ErrDeleted
+	case codeStale:
+		return ErrStale
+	case codeNoUser:
+		return ErrUserNotCached
+	case codeIncomplete:
+		return ErrIncomplete
+	}
+	return errors.New("adksession: unknown script status")
+}
+
+// run runs a script with EVALSHA, falling back to EVAL when Redis lost it.
+func run(ctx context.Context, c redis.Scripter, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return s.Run(ctx, c, keys, args...)
+}
+
+// isNoScript tells whether err is Redis's NOSCRIPT.
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// LoadScripts loads every script (on every master of a cluster), so the first
+// calls need no EVAL fallback.
+func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
+	for _, s := range []*redis.Script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

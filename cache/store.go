@@ -1,0 +1,199 @@
+// Package cache is adksession's Redis layer: the key layout (keys.go), the
+// client for standalone Redis and Redis Cluster, and typed calls of the Lua
+// scripts in package lua. It knows nothing of events beyond their JSON.
+package cache
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store runs adksession's scripts against one Redis deployment.
+type Store struct {
+	rdb     redis.UniversalClient
+	keys    Keys
+	durable bool
+	tempTTL time.Duration
+	// AppliedRetention is how long app-delta ids are remembered for
+	// idempotent re-application.
+	appliedRetention time.Duration
+}
+
+// Options configure a Store.
+type Options struct {
+	Keys    Keys
+	Durable bool          // a database backs Redis: log changes, tombstone deletes
+	TempTTL time.Duration // TTL of temp: state, safety net for invocations never ended
+}
+
+// NewStore returns a Store over rdb.
+func NewStore(rdb redis.UniversalClient, o Options) *Store {
+	if o.TempTTL <= 0 {
+		o.TempTTL = time.Hour
+	}
+	return &Store{rdb: rdb, keys: o.Keys, durable: o.Durable, tempTTL: o.TempTTL, appliedRetention: 7 * 24 * time.Hour}
+}
+
+// Client is the underlying Redis client.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Keys is the key layout of the store.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Durable tells whether a database backs this store.
+func (s *Store) Durable() bool { return s.durable }
+
+// Pair is one state key and its JSON-encoded value.
+type Pair struct {
+	Key   string
+	Value string
+}
+
+// StateDelta is an event's state delta split by scope. Keys keep no scope
+// prefix except Temp, whose keys are whole ("temp:x").
+type StateDelta struct {
+	Session, User, Temp, App []Pair
+	// AppJSON is App as one JSON object (logged for the flusher), "" when empty.
+	AppJSON string
+}
+
+func appendPairs(args []any, pairs []Pair) []any {
+	args = append(args, len(pairs))
+	for _, p := range pairs {
+		args = append(args, p.Key, p.Value)
+	}
+	return args
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// CreateArgs are the inputs of Create.
+type CreateArgs struct {
+	App, User, SID string
+	CreateTime     int64 // µs; also the incarnation of the id
+	Delta          StateDelta
+}
+
+// Create creates a session. It returns ErrExists when the id is taken and
+// ErrUserNotCached when the user's state must be loaded first. The app part
+// of the initial state is applied in a second step (see ApplyApp).
+func (s *Store) Create(ctx context.Context, a CreateArgs) error {
+	k := s.keys.Session(a.App, a.User, a.SID)
+	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
+	args = appendPairs(args, a.Delta.Session)
+	args = appendPairs(args, a.Delta.User)
+	res, err := createScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log}, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("create script: %w", err)
+	}
+	if err := codeError(res[0], ErrExists); err != nil {
+		return err
+	}
+	return s.ApplyApp(ctx, a.App, "c/"+strconv.FormatInt(a.CreateTime, 10)+"/"+AppIndexMember(a.User, a.SID), a.Delta.App)
+}
+
+// ApplyApp applies an app-state delta once per id (event id or create id);
+// applying it again is a no-op. It is the second step of an event with an
+// app: delta: app state lives in its own hash slot. An empty delta is a no-op.
+func (s *Store) ApplyApp(ctx context.Context, app, id string, pairs []Pair) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	k := s.keys.App(app)
+	args := appendPairs([]any{id, time.Now().UnixMilli(), s.appliedRetention.Milliseconds()}, pairs)
+	if err := appApplyScript.Run(ctx, s.rdb, []string{k.State, k.Applied}, args...).Err(); err != nil {
+		return fmt.Errorf("app state script: %w", err)
+	}
+	return nil
+}
+
+// AppendArgs are the inputs of Append.
+type AppendArgs struct {
+	App, User, SID string
+	HandleRev      int64 // last seq the caller's handle has seen
+	Concurrent     bool  // apply even when the handle is behind
+	HandleLastTs   int64 // µs of the handle's last event, 0 when it has none
+	Ts             int64 // event timestamp µs
+	InvocationID   string
+	EventID        string
+	Event          string // the event JSON as stored
+	Delta          StateDelta
+}
+
+// AppendResult is what Append did.
+type AppendResult struct {
+	Seq, Ts int64
+	// CaughtUp is set when the handle was behind (concurrent mode): the
+	// session and user state after this event, and the events it missed.
+	CaughtUp *Snapshot
+}
+
+// Append appends an event. Errors: ErrNotCached, ErrDeleted, ErrStale,
+// ErrUserNotCached, ErrIncomplete. The app part of the delta is not applied
+// here (see ApplyApp).
+func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error) {
+	k := s.keys.Session(a.App, a.User, a.SID)
+	bound := ""
+	if a.Concurrent {
+		bound = "-inf"
+		if a.HandleLastTs > 0 {
+			bound = "(" + strconv.FormatInt(a.HandleLastTs, 10)
+		}
+	}
+	args := []any{a.HandleRev, bound, a.Ts, a.InvocationID, a.Event, s.tempTTL.Milliseconds(), boolArg(s.durable),
+		a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID}
+	args = appendPairs(args, a.Delta.Session)
+	args = appendPairs(args, a.Delta.User)
+	args = appendPairs(args, a.Delta.Temp)
+	v, err := appendScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("append script: %w", err)
+	}
+	code := v[0].(int64)
+	if err := codeError(code, ErrNotCached); err != nil {
+		if code == codeStale {
+			return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
+		}
+		return nil, err
+	}
+	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64)}
+	if code == codeCaughtUp {
+		snap := &Snapshot{}
+		if err := snap.parse(v[3], v[4], v[5], nil); err != nil {
+			return nil, err
+		}
+		r.CaughtUp = snap
+	}
+	return r, nil
+}
+
+// Delete deletes a session; it reports whether a cached session was removed.
+func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
+	k := s.keys.Session(app, user, sid)
+	args := []any{boolArg(s.durable), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
+	res, err := deleteScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log}, args...).Int64Slice()
+	if err != nil {
+		return false, fmt.Errorf("delete script: %w", err)
+	}
+	return res[0] == 1, nil
+}
+
+// EndInvocation drops the temp state of invocation inv; it reports whether
+// inv owned the session's temp state.
+func (s *Store) EndInvocation(ctx context.Context, app, user, sid, inv string) (bool, error) {
+	k := s.keys.Session(app, user, sid)
+	n, err := endInvocationScript.Run(ctx, s.rdb, []string{k.Session, k.Temp}, inv).Int64()
+	if err != nil {
+		return false, fmt.Errorf("end invocation script: %w", err)
+	}
+	return n == 1, nil
+}

@@ -1,0 +1,27 @@
+-- app_apply.lua: applies the app: part of an event's state delta, once per event.
+--
+-- KEYS[1] -> app state hash   <ns>adk:{a:<app>}:a
+-- KEYS[2] -> applied ids zset <ns>adk:{a:<app>}:ap
+-- ARGV[1] -> id of the change (event id, or "c/<µs>/<user>/<sid>" for a create)
+-- ARGV[2] -> now in ms
+-- ARGV[3] -> how long applied ids are remembered, in ms
+-- ARGV[4] -> number of pairs P, then P pairs (key without "app:", JSON value)
+-- Returns 1 when applied, 0 when this id was applied before (a retry or the flusher's repair).
+local state, applied = KEYS[1], KEYS[2]
+if redis.call('ZSCORE', applied, ARGV[1]) then
+  return 0
+end
+local fields = {}
+local i = 5
+for _ = 1, tonumber(ARGV[4]) do
+  fields[#fields + 1] = 's:' .. ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1]
+  i = i + 2
+end
+if #fields > 0 then
+  redis.call('HSET', state, unpack(fields))
+end
+redis.call('HINCRBY', state, 'm:rev', 1)
+redis.call('ZADD', applied, ARGV[2], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', applied, '-inf', '(' .. (tonumber(ARGV[2]) - tonumber(ARGV[3])))
+return 1

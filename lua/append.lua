@@ -1,0 +1,122 @@
+-- append.lua: appends one event to a session and applies its state delta.
+--
+-- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
+-- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
+-- KEYS[3] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid>
+-- KEYS[4] -> user state hash  <ns>adk:{shard}:u:<app>:<user>
+-- KEYS[5] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
+-- KEYS[6] -> change log       <ns>adk:{shard}:log
+-- ARGV[1] -> revision (last seq) of the caller's handle
+-- ARGV[2] -> "" refuses a handle that is behind (stale); otherwise concurrent appends: apply anyway, and
+--            return the events after this score bound ("(<µs of the handle's last event>" or "-inf")
+-- ARGV[3] -> event timestamp in µs (moved to previous + 1 when not after the previous event)
+-- ARGV[4] -> invocation id
+-- ARGV[5] -> the event as JSON (temp: keys already removed from its state delta)
+-- ARGV[6] -> TTL of the temp hash in ms
+-- ARGV[7] -> "1" when a database backs Redis (write the change log; drop TTLs; missing user state means evicted)
+-- ARGV[8], ARGV[9], ARGV[10] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[11] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
+-- ARGV[12] -> event id (logged with the app delta, for idempotent re-application)
+-- ARGV[13] -> number of session pairs S, then S pairs (key, JSON value)
+-- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key)
+-- Returns {0, seq, ts} appended;
+--         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...)}
+--           appended by a handle that was behind, in concurrent mode;
+--         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
+--         {-4} user state not cached, {-5} cache incomplete (evicted keys): load, then retry.
+local sess, events, temp, user, uindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local durable = ARGV[7] == '1'
+
+local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc')
+if not meta[1] then
+  if meta[5] == '1' then
+    return {-2}
+  end
+  return {-1}
+end
+local rev, ut, cnt = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3])
+if redis.call('ZCARD', events) ~= cnt then
+  return {-5}
+end
+if durable and redis.call('EXISTS', user) == 0 then
+  return {-4}
+end
+local handle = tonumber(ARGV[1])
+local behind = handle ~= rev
+if behind and ARGV[2] == '' then
+  return {-3, rev}
+end
+
+local ts = tonumber(ARGV[3])
+if rev > 0 and ts <= ut then
+  ts = ut + 1
+end
+local seq = rev + 1
+local inv = ARGV[4]
+
+-- Session state and meta.
+local fields = {'m:rev', seq, 'm:ut', ts, 'm:cnt', cnt + 1}
+local i = 14
+for _ = 1, tonumber(ARGV[13]) do
+  fields[#fields + 1] = 's:' .. ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1]
+  i = i + 2
+end
+
+-- The first event of another invocation ends the previous one's temp state.
+if meta[4] ~= inv then
+  redis.call('DEL', temp)
+  fields[#fields + 1] = 'm:tinv'
+  fields[#fields + 1] = inv
+end
+redis.call('HSET', sess, unpack(fields))
+
+local u = tonumber(ARGV[i])
+i = i + 1
+if u > 0 then
+  local ufields = {}
+  for _ = 1, u do
+    ufields[#ufields + 1] = 's:' .. ARGV[i]
+    ufields[#ufields + 1] = ARGV[i + 1]
+    i = i + 2
+  end
+  redis.call('HSET', user, unpack(ufields))
+  redis.call('HINCRBY', user, 'm:rev', 1)
+end
+
+local t = tonumber(ARGV[i])
+i = i + 1
+if t > 0 then
+  local tfields = {}
+  for _ = 1, t do
+    tfields[#tfields + 1] = ARGV[i]
+    tfields[#tfields + 1] = ARGV[i + 1]
+    i = i + 2
+  end
+  redis.call('HSET', temp, unpack(tfields))
+  redis.call('PEXPIRE', temp, ARGV[6])
+end
+
+redis.call('ZADD', events, ts, seq .. ':' .. ARGV[5])
+redis.call('ZADD', uindex, ts, ARGV[10])
+
+if durable then
+  redis.call('PERSIST', sess)
+  redis.call('PERSIST', events)
+  redis.call('PERSIST', user)
+  redis.call('PERSIST', uindex)
+  local entry = {'k', 'a', 'a', ARGV[8], 'u', ARGV[9], 'i', ARGV[10], 'n', meta[6], 'q', seq, 't', ts}
+  if ARGV[11] ~= '' then
+    entry[#entry + 1] = 'p'
+    entry[#entry + 1] = ARGV[11]
+    entry[#entry + 1] = 'e'
+    entry[#entry + 1] = ARGV[12]
+  end
+  redis.call('XADD', log, '*', unpack(entry))
+end
+
+if not behind then
+  return {0, seq, ts}
+end
+local missed = redis.call('ZRANGE', events, ARGV[2], string.format('(%d', ts), 'BYSCORE', 'WITHSCORES')
+return {1, seq, ts, redis.call('HGETALL', sess), redis.call('HGETALL', user), missed}

@@ -1,0 +1,69 @@
+-- create.lua: creates a session, atomically refusing an existing id.
+--
+-- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
+-- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
+-- KEYS[3] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid>
+-- KEYS[4] -> user state hash  <ns>adk:{shard}:u:<app>:<user>
+-- KEYS[5] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
+-- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
+-- KEYS[7] -> change log       <ns>adk:{shard}:log
+-- ARGV[1] -> create time in µs (also the incarnation of this id)
+-- ARGV[2] -> "1" when a database backs Redis (write the change log; missing user state means evicted)
+-- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
+-- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
+-- ARGV[8] -> number of session-state pairs S, then S pairs (key, JSON value)
+-- ARGV[9+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
+-- Returns {0} created, {-1} the id exists, {-4} the user's state is not cached (load it, then retry).
+local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local ct, durable = ARGV[1], ARGV[2] == '1'
+
+if redis.call('EXISTS', sess) == 1 then
+  if redis.call('HGET', sess, 'm:del') ~= '1' then
+    return {-1}
+  end
+end
+if durable and redis.call('EXISTS', user) == 0 then
+  return {-4}
+end
+
+-- A tombstone (a delete not yet flushed) is replaced by the new incarnation.
+redis.call('DEL', sess, events, temp)
+
+local fields = {'m:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0}
+local n = tonumber(ARGV[8])
+local i = 9
+for _ = 1, n do
+  fields[#fields + 1] = 's:' .. ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1]
+  i = i + 2
+end
+redis.call('HSET', sess, unpack(fields))
+
+redis.call('HSETNX', user, 'm:rev', 0)
+local u = tonumber(ARGV[i])
+i = i + 1
+if u > 0 then
+  local ufields = {}
+  for _ = 1, u do
+    ufields[#ufields + 1] = 's:' .. ARGV[i]
+    ufields[#ufields + 1] = ARGV[i + 1]
+    i = i + 2
+  end
+  redis.call('HSET', user, unpack(ufields))
+  redis.call('HINCRBY', user, 'm:rev', 1)
+end
+
+redis.call('ZADD', uindex, ct, ARGV[5])
+redis.call('ZADD', aindex, 0, ARGV[6])
+if durable then
+  redis.call('PERSIST', user)
+  redis.call('PERSIST', uindex)
+  local entry = {'k', 'c', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', ct}
+  if ARGV[7] ~= '' then
+    entry[#entry + 1] = 'p'
+    entry[#entry + 1] = ARGV[7]
+  end
+  redis.call('XADD', log, '*', unpack(entry))
+end
+return {0}

@@ -1,0 +1,30 @@
+-- delete.lua: deletes a session and its events; app and user state stay.
+--
+-- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
+-- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
+-- KEYS[3] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid>
+-- KEYS[4] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
+-- KEYS[5] -> app index zset   <ns>adk:{shard}:as:<app>
+-- KEYS[6] -> change log       <ns>adk:{shard}:log
+-- ARGV[1] -> "1" when a database backs Redis: leave a tombstone and log the delete for the flusher
+-- ARGV[2] -> now in µs (the incarnation to delete when the session is not cached)
+-- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw)
+-- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
+-- Returns {1} when a cached session was deleted, {0} otherwise.
+local sess, events, temp, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local meta = redis.call('HMGET', sess, 'm:inc', 'm:del')
+if meta[2] == '1' then
+  return {0}
+end
+local existed = meta[1] and 1 or 0
+redis.call('DEL', sess, events, temp)
+redis.call('ZREM', uindex, ARGV[5])
+redis.call('ZREM', aindex, ARGV[6])
+if ARGV[1] == '1' then
+  -- The tombstone keeps a cold read from resurrecting the session from the
+  -- database before the flusher has deleted it there; the flusher removes it.
+  local inc = meta[1] or ARGV[2]
+  redis.call('HSET', sess, 'm:del', 1, 'm:inc', inc)
+  redis.call('XADD', log, '*', 'k', 'd', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', inc)
+end
+return {existed}

@@ -1,0 +1,37 @@
+// Package lua holds adksession's Redis scripts, one file per script, each
+// starting with its contract (KEYS, ARGV, returns). Every script receives all
+// its keys in KEYS and touches keys of one hash slot only, so the same scripts
+// run on standalone Redis and on Redis Cluster. Package cache wraps them.
+package lua
+
+import _ "embed"
+
+// Create creates a session; see create.lua.
+//
+//go:embed create.lua
+var Create string
+
+// Append appends an event and applies its state delta; see append.lua.
+//
+//go:embed append.lua
+var Append string
+
+// Get reads a session with a window of events; see get.lua.
+//
+//go:embed get.lua
+var Get string
+
+// Delete deletes a session; see delete.lua.
+//
+//go:embed delete.lua
+var Delete string
+
+// EndInvocation drops an invocation's temp state; see end_invocation.lua.
+//
+//go:embed end_invocation.lua
+var EndInvocation string
+
+// AppApply applies an app-state delta once; see app_apply.lua.
+//
+//go:embed app_apply.lua
+var AppApply string

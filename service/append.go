@@ -1,0 +1,195 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/adksession/adksession/cache"
+)
+
+// AppendEvent appends ev to the session and applies its state delta, in one
+// atomic Redis script (one round trip; a second one applies an app: delta,
+// which lives in its own hash slot).
+//
+// A Partial event is returned untouched and stored nowhere. Otherwise ev
+// gets an ID and timestamp when it has none; its temp: keys are applied to
+// sess and to the invocation's temp state, and removed from
+// ev.Actions.StateDelta; sess is updated in place (events, state,
+// LastUpdateTime). A handle older than the stored session is
+// ErrStaleSession with nothing written, unless Config.ConcurrentAppends.
+func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) error {
+	if sess == nil {
+		return fmt.Errorf("%w: session: nil", ErrInvalidArgument)
+	}
+	if ev == nil {
+		return fmt.Errorf("%w: event: nil", ErrInvalidArgument)
+	}
+	if ev.Partial {
+		return nil
+	}
+	if err := checkSession(sess.appName, sess.userID, sess.id); err != nil {
+		return err
+	}
+	if err := s.checkEvent(ev); err != nil {
+		return err
+	}
+	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)
+	if err != nil {
+		return err
+	}
+	// Work on a copy until the write is acknowledged: bad input leaves ev as it was.
+	stored := ev.Clone()
+	if stored.ID == "" {
+		stored.ID = uuid.NewString()
+	}
+	if stored.Timestamp.IsZero() {
+		stored.Timestamp = time.Now()
+	}
+	stored.Timestamp = stored.Timestamp.Truncate(time.Microsecond).UTC()
+	for k := range stored.Actions.StateDelta {
+		if hasPrefix(k, TempPrefix) {
+			delete(stored.Actions.StateDelta, k)
+		}
+	}
+	blob, err := json.Marshal(stored)
+	if err != nil {
+		return fmt.Errorf("%w: event: %v", ErrInvalidArgument, err)
+	}
+	if len(blob) > s.cfg.MaxEventBytes {
+		return fmt.Errorf("%w: event: %d bytes of JSON, limit %d (Config.MaxEventBytes)", ErrInvalidArgument, len(blob), s.cfg.MaxEventBytes)
+	}
+
+	sess.mu.RLock()
+	args := cache.AppendArgs{
+		App: sess.appName, User: sess.userID, SID: sess.id,
+		HandleRev: sess.rev, Concurrent: s.cfg.ConcurrentAppends, HandleLastTs: sess.lastTs,
+		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
+		Event: string(blob), Delta: delta,
+	}
+	sess.mu.RUnlock()
+	res, err := s.cache.Append(ctx, args)
+	switch {
+	case errors.Is(err, cache.ErrStale):
+		return fmt.Errorf("%w: session %s: %v", ErrStaleSession, sess.id, err)
+	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
+		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, sess.id, sess.appName, sess.userID)
+	case err != nil:
+		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
+	}
+	if err := s.cache.ApplyApp(ctx, sess.appName, stored.ID, delta.App); err != nil {
+		return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
+	}
+
+	stored.Timestamp = time.UnixMicro(res.Ts).UTC()
+	*ev = *stored
+	return sess.applyAppended(ev, res, normalized)
+}
+
+// checkEvent validates the fields of an event that become columns.
+func (s *Service) checkEvent(ev *Event) error {
+	if ev.ID != "" {
+		if err := checkID("event.ID", ev.ID, MaxIDBytes); err != nil {
+			return err
+		}
+	}
+	if ev.InvocationID != "" {
+		if err := checkID("event.InvocationID", ev.InvocationID, MaxInvocationIDBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyAppended brings the handle up to date with an acknowledged append.
+func (sess *Session) applyAppended(ev *Event, res *cache.AppendResult, normalized map[string]any) error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if res.CaughtUp != nil {
+		// The handle was behind: take the stored session and user state,
+		// keep the app state it had, and add the events it missed.
+		missed, err := decodeEvents(res.CaughtUp.Events)
+		if err != nil {
+			return err
+		}
+		fresh, err := mergedState(res.CaughtUp)
+		if err != nil {
+			return err
+		}
+		for k, v := range sess.state {
+			if hasPrefix(k, AppPrefix) || hasPrefix(k, TempPrefix) {
+				fresh[k] = v
+			}
+		}
+		sess.state = fresh
+		sess.events = mergeEvents(sess.events, missed)
+	}
+	if ev.InvocationID != sess.tempInv {
+		for k := range sess.state {
+			if hasPrefix(k, TempPrefix) {
+				delete(sess.state, k)
+			}
+		}
+		sess.tempInv = ev.InvocationID
+	}
+	if res.Seq > sess.rev {
+		for k, v := range normalized {
+			sess.state[k] = v
+		}
+		sess.rev, sess.lastTs = res.Seq, res.Ts
+		sess.lastUpdate = ev.Timestamp
+	} else {
+		// A later append through this handle landed first: only temp and
+		// app keys of this event are news.
+		for k, v := range normalized {
+			if hasPrefix(k, TempPrefix) || hasPrefix(k, AppPrefix) {
+				sess.state[k] = v
+			}
+		}
+	}
+	sess.events = mergeEvents(sess.events, []*Event{ev})
+	return nil
+}
+
+// mergeEvents adds events to a handle's list in timestamp (= append) order,
+// once each.
+func mergeEvents(have, add []*Event) []*Event {
+	for _, e := range add {
+		i, found := slices.BinarySearchFunc(have, e, func(a, b *Event) int { return a.Timestamp.Compare(b.Timestamp) })
+		if found && have[i].ID == e.ID {
+			continue
+		}
+		have = slices.Insert(have, i, e)
+	}
+	return have
+}
+
+// EndInvocation drops the temp: state of invocationID (in Redis and in
+// sess); later Gets with that InvocationID no longer see it.
+func (s *Service) EndInvocation(ctx context.Context, sess *Session, invocationID string) error {
+	if sess == nil {
+		return fmt.Errorf("%w: session: nil", ErrInvalidArgument)
+	}
+	if err := checkID("invocationID", invocationID, MaxInvocationIDBytes); err != nil {
+		return err
+	}
+	if _, err := s.cache.EndInvocation(ctx, sess.appName, sess.userID, sess.id, invocationID); err != nil {
+		return fmt.Errorf("end invocation %s of session %s: %w", invocationID, sess.id, err)
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.tempInv == invocationID {
+		for k := range sess.state {
+			if hasPrefix(k, TempPrefix) {
+				delete(sess.state, k)
+			}
+		}
+		sess.tempInv = ""
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package service
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config configures a Service. The zero value of every field but RedisURL
+// is a usable default.
+type Config struct {
+	// RedisURL is the primary store: "redis://host:port/db",
+	// "rediss://..." (TLS), or a cluster "redis+cluster://h1:p1,h2:p2".
+	RedisURL string
+	// DatabaseURL is where the write-behind persists everything:
+	// "postgres://..." or "sqlite:///path/file.db". Empty: no persistence
+	// (Redis holds everything and nothing expires).
+	DatabaseURL string
+	// Namespace prefixes every Redis key, so several deployments (or tests)
+	// share one Redis without seeing each other. It must not contain '{' or '}'.
+	Namespace string
+	// Shards is the number of hash-tag shards users are spread over
+	// (default 64). It is fixed for the life of a deployment's data: Open
+	// refuses a Redis that was written with another value.
+	Shards int
+	// ConcurrentAppends lets AppendEvent apply an event through a handle
+	// that is behind the stored session (state updates are key-level, so
+	// nothing is lost) and bring the handle up to date, instead of
+	// returning ErrStaleSession (the default, as ADK >= 1.28).
+	ConcurrentAppends bool
+	// TempTTL bounds how long temp: state of an invocation that is never
+	// ended stays in Redis (default 1h).
+	TempTTL time.Duration
+	// CacheTTL is how long an idle, fully flushed session stays in Redis
+	// (default 24h). Only used with a database.
+	CacheTTL time.Duration
+	// MaxCachedEvents is how many flushed events a session keeps in Redis
+	// (default 1000); older ones are read from the database.
+	MaxCachedEvents int
+	// MaxEventBytes caps the JSON size of one event (default 1 MiB).
+	MaxEventBytes int
+	// MaxStateValueBytes caps the JSON size of one state value (default MaxEventBytes).
+	MaxStateValueBytes int
+	// FlushBatchSize is the number of change-log entries the flusher writes
+	// per transaction (default 500).
+	FlushBatchSize int
+	// FlushInterval is how often the flusher polls for changes (default 100ms).
+	FlushInterval time.Duration
+	// DisableFlusher keeps this process from running a flusher (others,
+	// such as `adksession flush`, drain the change log).
+	DisableFlusher bool
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.RedisURL == "" {
+		return c, fmt.Errorf("%w: Config.RedisURL: empty", ErrInvalidArgument)
+	}
+	if c.TempTTL <= 0 {
+		c.TempTTL = time.Hour
+	}
+	if c.CacheTTL <= 0 {
+		c.CacheTTL = 24 * time.Hour
+	}
+	if c.MaxCachedEvents <= 0 {
+		c.MaxCachedEvents = 1000
+	}
+	if c.MaxEventBytes <= 0 {
+		c.MaxEventBytes = 1 << 20
+	}
+	if c.MaxStateValueBytes <= 0 {
+		c.MaxStateValueBytes = c.MaxEventBytes
+	}
+	if c.FlushBatchSize <= 0 {
+		c.FlushBatchSize = 500
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 100 * time.Millisecond
+	}
+	return c, nil
+}
