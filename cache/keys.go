@@ -13,30 +13,53 @@ import (
 const DefaultShards = 64
 
 // Keys builds every Redis key adksession uses. Nothing else in the module
-// knows a key name. The layout (also in docs/redis-keys.md, kept equal by a
-// test):
-//
-//	<ns>adk:{<shard>}:s:<app>:<user>:<sid>   hash    session: m:* meta fields, s:<key> session state (JSON values)
-//	<ns>adk:{<shard>}:e:<app>:<user>:<sid>   zset    events: score = timestamp µs, member = "<seq>:<event JSON>"
-//	<ns>adk:{<shard>}:t:<app>:<user>:<sid>   hash    temp: state of the running invocation, TTL TempTTL
-//	<ns>adk:{<shard>}:u:<app>:<user>         hash    user state: m:* meta, s:<key> (without "user:")
-//	<ns>adk:{<shard>}:us:<app>:<user>        zset    the user's sessions, score = last update µs
-//	<ns>adk:{<shard>}:as:<app>               zset    the app's sessions in this shard, member "<user>:<sid>", score 0
-//	<ns>adk:{<shard>}:log                    stream  change log of the shard (write-behind)
-//	<ns>adk:{<shard>}:lease                  string  flusher lease of the shard
-//	<ns>adk:{a:<app>}:a                      hash    app state: m:* meta, s:<key> (without "app:")
-//	<ns>adk:{a:<app>}:ap                     zset    app-delta event ids already applied, score = apply time ms
-//	<ns>adk:meta                             hash    deployment facts (shard count)
-//	<ns>adk:stats                            hash    flusher summary for dashboards
+// knows a key name. Layout lists them all; docs/redis-keys.md is the same
+// table for operators, and a test keeps the two equal.
 //
 // <shard> is a number in [0, shards): a hash of (app, user). All keys of one
 // user share one hash slot, so every script touches one slot; a fleet of
-// users spreads over `shards` slots, and no app is a single hot slot.
-// <app>, <user> and <sid> are escaped (see Escape) so ids containing ':', '{',
-// '}', '%', spaces or control characters never collide.
+// users spreads over `shards` slots, and no app is a single hot slot. App
+// state has a slot of its own. <app>, <user> and <sid> are escaped (see
+// Escape) so ids containing ':', '{', '}', '%', spaces or control characters
+// never collide.
 type Keys struct {
 	prefix string
 	shards int
+}
+
+// KeySpec describes one kind of key for operators and dashboards.
+type KeySpec struct {
+	Pattern, Type, TTL, Writer, Reader string
+}
+
+// Layout is every kind of key, as documented in docs/redis-keys.md.
+var Layout = []KeySpec{
+	{"<ns>adk:{<shard>}:s:<app>:<user>:<sid>", "hash", "none while unflushed; CacheTTL once flushed and idle",
+		"create.lua, append.lua, delete.lua (tombstone), end_invocation.lua, flusher",
+		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del, s:<key> = session state (JSON)"},
+	{"<ns>adk:{<shard>}:e:<app>:<user>:<sid>", "zset", "as the session hash",
+		"append.lua; flusher trims to MaxCachedEvents", "get.lua: score = timestamp µs, member = \"<seq>:<event JSON, API form>\""},
+	{"<ns>adk:{<shard>}:t:<app>:<user>:<sid>", "hash", "TempTTL (default 1h)",
+		"append.lua (temp: keys of the running invocation); end_invocation.lua and the next invocation delete it",
+		"get.lua with an invocation id: field = \"temp:<key>\", value JSON"},
+	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed; CacheTTL once flushed and idle",
+		"create.lua, append.lua (user: keys)", "get.lua, GetUserState: m:rev, s:<key> without \"user:\""},
+	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash",
+		"create.lua, append.lua, delete.lua", "List of a user: member = session id, score = last update µs"},
+	{"<ns>adk:{<shard>}:as:<app>", "zset", "none",
+		"create.lua, delete.lua", "List of a whole app: member = \"<user>:<sid>\" (escaped), score 0, lexicographic"},
+	{"<ns>adk:{<shard>}:log", "stream", "none; entries deleted once flushed",
+		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), e (event id)"},
+	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
+		"flusher", "flusher: id of the flusher draining this shard"},
+	{"<ns>adk:{<shard>}:dead", "list", "none; operators inspect and remove entries",
+		"flusher", "operators, dashboards: change-log entries the database rejected for good, as JSON {id, fields, reason, time}"},
+	{"<ns>adk:{a:<app>}:a", "hash", "none",
+		"app_apply.lua", "Get, List: m:rev, s:<key> without \"app:\""},
+	{"<ns>adk:{a:<app>}:ap", "zset", "none; members older than 7 days trimmed",
+		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
+	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
+	{"<ns>adk:stats", "hash", "none", "flusher", "dashboards: flush lag, backlog, batches, retries, dead letters"},
 }
 
 // NewKeys returns the key builder of a namespace. namespace may be empty; it
@@ -112,12 +135,13 @@ func (k Keys) App(app string) AppKeys {
 type ShardKeys struct {
 	Log   string // stream: change log
 	Lease string // string: flusher lease
+	Dead  string // list: dead letters
 }
 
-// Shard returns the flusher keys of shard.
+// ShardKeys returns the flusher keys of shard.
 func (k Keys) ShardKeys(shard int) ShardKeys {
 	t := k.tag(shard)
-	return ShardKeys{Log: t + "log", Lease: t + "lease"}
+	return ShardKeys{Log: t + "log", Lease: t + "lease", Dead: t + "dead"}
 }
 
 // Meta is the hash of deployment facts (shard count).

@@ -1,0 +1,60 @@
+package cache
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// layoutTable renders Layout as the markdown table of docs/redis-keys.md.
+func layoutTable() string {
+	var b strings.Builder
+	b.WriteString("| pattern | type | TTL | writer | reader |\n|---|---|---|---|---|\n")
+	for _, k := range Layout {
+		cells := []string{"`" + k.Pattern + "`", k.Type, k.TTL, k.Writer, k.Reader}
+		for i := range cells {
+			cells[i] = strings.ReplaceAll(cells[i], "|", "\\|")
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+// TestKeysDocumented keeps docs/redis-keys.md equal to Layout.
+func TestKeysDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/redis-keys.md")
+	require.NoError(t, err)
+	re := regexp.MustCompile(`(?s)<!-- keys:begin -->\n(.*?)<!-- keys:end -->`)
+	m := re.FindSubmatch(doc)
+	require.NotNil(t, m, "docs/redis-keys.md: no <!-- keys:begin --> ... <!-- keys:end --> block")
+	require.Equal(t, layoutTable(), string(m[1]), "docs/redis-keys.md disagrees with cache.Layout; the table should be:\n%s", layoutTable())
+}
+
+// TestLayoutCoversBuilders checks that every key a builder makes matches a
+// documented pattern, and that every documented pattern is built.
+func TestLayoutCoversBuilders(t *testing.T) {
+	k, err := NewKeys("<ns>", 8)
+	require.NoError(t, err)
+	s := k.Session("<app>", "<user>", "<sid>")
+	a := k.App("<app>")
+	sh := k.ShardKeys(3)
+	built := []string{s.Session, s.Events, s.Temp, s.User, s.UserIndex, s.AppIndex, s.Log, a.State, a.Applied, sh.Log, sh.Lease, sh.Dead, k.Meta(), k.Stats()}
+	built = append(built, sessionKeyExtras(s)...)
+	patterns := map[string]bool{}
+	for _, spec := range Layout {
+		patterns[spec.Pattern] = false
+	}
+	shardTag := regexp.MustCompile(`\{\d+\}`)
+	for _, key := range built {
+		p := shardTag.ReplaceAllString(key, "{<shard>}")
+		_, ok := patterns[p]
+		require.True(t, ok, "key %q (pattern %q) is not in cache.Layout / docs/redis-keys.md", key, p)
+		patterns[p] = true
+	}
+	for p, seen := range patterns {
+		require.True(t, seen, "documented pattern %q is built by no key builder", p)
+	}
+}
