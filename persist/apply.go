@@ -1,0 +1,284 @@
+package persist
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Apply writes b in one transaction, idempotently: applying a batch again,
+// or applying an older batch after a newer one, changes nothing, and no row
+// ever goes back to an older incarnation or revision (see planBatch and
+// docs/persistence.md). Each table gets one statement per batch.
+//
+// Apply is safe for concurrent use, also from several processes: batches
+// touching the same session, app or user state serialize. It returns an
+// error wrapping ErrInvalidBatch when b holds data no retry can write; any
+// other error may be transient and the batch can be retried as it is.
+func (s *Store) Apply(ctx context.Context, b *Batch) error {
+	if len(b.Deletes)+len(b.Sessions)+len(b.UserStates)+len(b.AppStates) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	defer tx.Rollback()
+	if err := s.applyTx(ctx, tx, b); err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("apply batch: commit: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, b *Batch) error {
+	var apps, users, ids, lockKeys []string
+	for _, d := range b.Deletes {
+		apps, users, ids = append(apps, d.Key.AppName), append(users, d.Key.UserID), append(ids, d.Key.SessionID)
+	}
+	for _, u := range b.Sessions {
+		apps, users, ids = append(apps, u.Key.AppName), append(users, u.Key.UserID), append(ids, u.Key.SessionID)
+	}
+	var stateApps, stateUsers []string
+	for _, st := range [][]StateUpsert{b.AppStates, b.UserStates} {
+		for _, u := range st {
+			stateApps, stateUsers = append(stateApps, u.AppName), append(stateUsers, u.UserID)
+		}
+	}
+	if s.d.q.lockKeys != "" {
+		for i := range apps {
+			lockKeys = append(lockKeys, lockKey("s", apps[i], users[i], ids[i]))
+		}
+		for i := range stateApps {
+			lockKeys = append(lockKeys, lockKey("t", stateApps[i], stateUsers[i]))
+		}
+		if err := s.exec(ctx, tx, "lock keys", s.d.q.lockKeys, lockKeys); err != nil {
+			return err
+		}
+	}
+	sessions, err := s.readTracked(ctx, tx, apps, users, ids)
+	if err != nil {
+		return err
+	}
+	states, err := s.readTrackedStates(ctx, tx, stateApps, stateUsers)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, tx, planBatch(b, sessions, states))
+}
+
+// lockKey names a lock unambiguously: a kind letter, then each part
+// prefixed with its length.
+func lockKey(kind string, parts ...string) string {
+	k := kind
+	for _, p := range parts {
+		k += strconv.Itoa(len(p)) + ":" + p
+	}
+	return k
+}
+
+func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []string) (map[SessionKey]tracked, error) {
+	m := map[SessionKey]tracked{}
+	if len(apps) == 0 {
+		return m, nil
+	}
+	args, err := s.d.bind(apps, users, ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, s.d.q.readSessions, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read session bookkeeping: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k SessionKey
+		var t tracked
+		if err := rows.Scan(&k.AppName, &k.UserID, &k.SessionID, &t.incarnation, &t.rev, &t.deleted); err != nil {
+			return nil, fmt.Errorf("read session bookkeeping: %w", err)
+		}
+		m[k] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read session bookkeeping: %w", err)
+	}
+	return m, nil
+}
+
+func (s *Store) readTrackedStates(ctx context.Context, tx *sql.Tx, apps, users []string) (map[stateKey]int64, error) {
+	m := map[stateKey]int64{}
+	if len(apps) == 0 {
+		return m, nil
+	}
+	args, err := s.d.bind(apps, users)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, s.d.q.readStates, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read state bookkeeping: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k stateKey
+		var rev int64
+		if err := rows.Scan(&k.app, &k.user, &rev); err != nil {
+			return nil, fmt.Errorf("read state bookkeeping: %w", err)
+		}
+		m[k] = rev
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read state bookkeeping: %w", err)
+	}
+	return m, nil
+}
+
+// write runs the statements of p, each skipped when it has no rows.
+func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
+	q := &s.d.q
+	var c columns
+	for _, k := range p.purge {
+		c.add(0, k.AppName).add(1, k.UserID).add(2, k.SessionID)
+	}
+	if err := s.exec(ctx, tx, "delete sessions", q.purgeSessions, c.take(3)...); err != nil {
+		return err
+	}
+	for _, u := range p.sessions {
+		state, err := encodeState(u.State)
+		if err != nil {
+			return fmt.Errorf("%w: state of session %q: %v", ErrInvalidBatch, u.Key.SessionID, err)
+		}
+		c.add(0, u.Key.AppName).add(1, u.Key.UserID).add(2, u.Key.SessionID).add(3, state).
+			add(4, formatTime(u.CreateTime)).add(5, formatTime(u.UpdateTime))
+	}
+	if err := s.exec(ctx, tx, "upsert sessions", q.upsertSessions, c.take(6)...); err != nil {
+		return err
+	}
+	for _, e := range p.events {
+		data, err := storageEventData(e.Data, e.ID, e.InvocationID, e.Timestamp)
+		if err != nil {
+			return fmt.Errorf("%w: event %q of session %q: %v", ErrInvalidBatch, e.ID, e.Key.SessionID, err)
+		}
+		c.add(0, e.Key.AppName).add(1, e.Key.UserID).add(2, e.Key.SessionID).add(3, e.ID).
+			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).add(6, string(data))
+	}
+	if err := s.exec(ctx, tx, "insert events", q.insertEvents, c.take(7)...); err != nil {
+		return err
+	}
+	var incs, revs []int64
+	var deleted []bool
+	for _, t := range p.tracked {
+		c.add(0, t.key.AppName).add(1, t.key.UserID).add(2, t.key.SessionID)
+		incs, revs, deleted = append(incs, t.incarnation), append(revs, t.rev), append(deleted, t.deleted)
+	}
+	if err := s.exec(ctx, tx, "track sessions", q.trackSessions, append(c.take(3), incs, revs, deleted)...); err != nil {
+		return err
+	}
+	if err := s.writeStates(ctx, tx, p); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, p *plan) error {
+	q := &s.d.q
+	var c columns
+	for _, a := range p.ensureApps {
+		c.add(0, a.key.app).add(1, formatTime(a.time))
+	}
+	if err := s.exec(ctx, tx, "create app states", q.ensureAppStates, c.take(2)...); err != nil {
+		return err
+	}
+	for _, u := range p.ensureUsers {
+		c.add(0, u.key.app).add(1, u.key.user).add(2, formatTime(u.time))
+	}
+	if err := s.exec(ctx, tx, "create user states", q.ensureUserStates, c.take(3)...); err != nil {
+		return err
+	}
+	for _, a := range p.appStates {
+		state, err := encodeState(a.State)
+		if err != nil {
+			return fmt.Errorf("%w: state of app %q: %v", ErrInvalidBatch, a.AppName, err)
+		}
+		c.add(0, a.AppName).add(1, state).add(2, formatTime(a.UpdateTime))
+	}
+	if err := s.exec(ctx, tx, "upsert app states", q.upsertAppStates, c.take(3)...); err != nil {
+		return err
+	}
+	for _, u := range p.userStates {
+		state, err := encodeState(u.State)
+		if err != nil {
+			return fmt.Errorf("%w: state of user %q: %v", ErrInvalidBatch, u.UserID, err)
+		}
+		c.add(0, u.AppName).add(1, u.UserID).add(2, state).add(3, formatTime(u.UpdateTime))
+	}
+	if err := s.exec(ctx, tx, "upsert user states", q.upsertUserStates, c.take(4)...); err != nil {
+		return err
+	}
+	var revs []int64
+	for _, r := range p.stateRevs {
+		c.add(0, r.key.app).add(1, r.key.user)
+		revs = append(revs, r.rev)
+	}
+	return s.exec(ctx, tx, "track states", q.trackStates, append(c.take(2), revs)...)
+}
+
+// exec binds cols and runs q, unless the columns are empty.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, what, q string, cols ...any) error {
+	if columnLen(cols[0]) == 0 {
+		return nil
+	}
+	args, err := s.d.bind(cols...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// columns collects text columns row by row.
+type columns struct{ cols [][]string }
+
+func (c *columns) add(i int, v string) *columns {
+	for len(c.cols) <= i {
+		c.cols = append(c.cols, nil)
+	}
+	c.cols[i] = append(c.cols[i], v)
+	return c
+}
+
+// take returns the first n columns as bind arguments and resets c.
+func (c *columns) take(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		if i < len(c.cols) {
+			out[i] = c.cols[i]
+		} else {
+			out[i] = []string(nil)
+		}
+	}
+	c.cols = nil
+	return out
+}
+
+// encodeState encodes a state map as a JSON object, {} for nil; values are
+// written as they are (null included), keys sorted.
+func encodeState(m map[string]json.RawMessage) (string, error) {
+	if m == nil {
+		return "{}", nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimSuffix(b.Bytes(), []byte{'\n'})), nil
+}

@@ -1,0 +1,73 @@
+package persist
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SessionKey names a session.
+type SessionKey struct{ AppName, UserID, SessionID string }
+
+// EventRow is one row of the events table.
+type EventRow struct {
+	// Key is the event's session. Apply ignores it and uses the key of the
+	// SessionUpsert that carries the event; the loads fill it.
+	Key          SessionKey
+	ID           string
+	InvocationID string
+	// Timestamp is UTC with microsecond precision, strictly increasing within
+	// a session (the caller guarantees it), so that SQL order by timestamp is
+	// append order.
+	Timestamp time.Time
+	// Seq is the per-session sequence number, 1, 2, 3...
+	Seq int64
+	// Data is the event_data JSON object, snake_case storage form. Apply sets
+	// its "id", "invocation_id" and "timestamp" (epoch milliseconds) to the
+	// column values and keeps every other member byte for byte; the loads
+	// return it as stored.
+	Data []byte
+}
+
+// SessionUpsert is a snapshot of one session and the events that a batch
+// adds to it.
+type SessionUpsert struct {
+	Key SessionKey
+	// Incarnation is the create time in microseconds of this incarnation of
+	// the id: a deleted then re-created id has a larger one.
+	Incarnation int64
+	// Rev is the seq of the last event included in this snapshot (0 right
+	// after create).
+	Rev int64
+	// State holds the session-scoped keys only (no app:, user: or temp:
+	// prefix), as JSON values; JSON null is kept.
+	State                  map[string]json.RawMessage
+	CreateTime, UpdateTime time.Time
+	// Events are the events of this incarnation in this batch, in order.
+	Events []EventRow
+}
+
+// SessionDelete deletes every incarnation of a session up to Incarnation.
+type SessionDelete struct {
+	Key         SessionKey
+	Incarnation int64
+}
+
+// StateUpsert is a snapshot of one app's (UserID "") or one user's state.
+type StateUpsert struct {
+	AppName string
+	UserID  string // "" for app state
+	// Rev orders the snapshots of one app or user: a snapshot is written only
+	// over an older one.
+	Rev int64
+	// State holds the keys without their app: or user: prefix.
+	State      map[string]json.RawMessage
+	UpdateTime time.Time
+}
+
+// Batch is what one Apply writes, in one transaction.
+type Batch struct {
+	Deletes    []SessionDelete // applied first
+	Sessions   []SessionUpsert
+	UserStates []StateUpsert
+	AppStates  []StateUpsert
+}

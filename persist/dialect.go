@@ -1,0 +1,99 @@
+package persist
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/lib/pq"
+)
+
+// dialect is everything that differs between Postgres and SQLite: the text
+// of the batch statements and how their columns are bound.
+//
+// Every batch statement takes whole columns at once, so a batch costs one
+// statement per table whatever its size: Postgres gets one array parameter
+// per column and reads them with unnest($1::text[], ...); SQLite gets one
+// JSON array of rows and reads it with json_each($1).
+type dialect struct {
+	name string
+	// bind turns columns (each a []string, []int64 or []bool, all of one
+	// length) into the statement's arguments.
+	bind func(cols ...any) ([]any, error)
+	// noLimit is the LIMIT argument that means no limit.
+	noLimit any
+	// migrations is the directory of the dialect's migrations in migrationFS.
+	migrations string
+	// tableExists answers whether the table named $1 exists.
+	tableExists string
+	q           batchQueries
+}
+
+// batchQueries are the statements of Apply and Migrate, in the order Apply
+// runs them.
+type batchQueries struct {
+	lockMigrations   string // "" when the dialect's transactions already serialize
+	lockKeys         string // "" when the dialect's transactions already serialize
+	readSessions     string
+	readStates       string
+	purgeSessions    string
+	upsertSessions   string
+	insertEvents     string
+	trackSessions    string
+	ensureAppStates  string
+	upsertAppStates  string
+	ensureUserStates string
+	upsertUserStates string
+	trackStates      string
+}
+
+// bindArrays binds each column as a Postgres array.
+func bindArrays(cols ...any) ([]any, error) {
+	args := make([]any, len(cols))
+	for i, c := range cols {
+		args[i] = pq.Array(c)
+	}
+	return args, nil
+}
+
+// bindJSONRows binds the columns as one JSON array of rows, the i-th row
+// holding the i-th value of every column.
+func bindJSONRows(cols ...any) ([]any, error) {
+	n := columnLen(cols[0])
+	rows := make([][]any, n)
+	for i := range rows {
+		row := make([]any, len(cols))
+		for j, c := range cols {
+			switch c := c.(type) {
+			case []string:
+				row[j] = c[i]
+			case []int64:
+				row[j] = c[i]
+			case []bool:
+				row[j] = c[i]
+			default:
+				return nil, fmt.Errorf("bind column of type %T", c)
+			}
+		}
+		rows[i] = row
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rows); err != nil {
+		return nil, fmt.Errorf("bind rows: %w", err)
+	}
+	return []any{b.String()}, nil
+}
+
+func columnLen(c any) int {
+	switch c := c.(type) {
+	case []string:
+		return len(c)
+	case []int64:
+		return len(c)
+	case []bool:
+		return len(c)
+	}
+	return 0
+}

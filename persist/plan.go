@@ -1,0 +1,162 @@
+package persist
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+)
+
+// tracked is a session's bookkeeping row (adksession_sessions).
+type tracked struct {
+	incarnation, rev int64
+	deleted          bool
+}
+
+// stateKey names an app_states (user "") or user_states row.
+type stateKey struct{ app, user string }
+
+// trackedRow is a bookkeeping row to write.
+type trackedRow struct {
+	key SessionKey
+	tracked
+}
+
+// plan is what a batch writes once it is decided against the bookkeeping
+// rows: only what applies, one entry per key, sorted by key.
+type plan struct {
+	purge       []SessionKey     // sessions rows to delete, with their events
+	sessions    []*SessionUpsert // sessions rows to upsert
+	events      []EventRow       // events to insert, Key set to their session
+	tracked     []trackedRow
+	ensureApps  []stateSeed // app_states rows to create as {} if missing
+	ensureUsers []stateSeed // user_states rows to create as {} if missing
+	appStates   []*StateUpsert
+	userStates  []*StateUpsert
+	stateRevs   []stateRev // adksession_states rows to write
+}
+
+// stateSeed is an app_states or user_states row to create as {}.
+type stateSeed struct {
+	key  stateKey
+	time time.Time
+}
+
+type stateRev struct {
+	key stateKey
+	rev int64
+}
+
+// planBatch decides which parts of b apply, given the bookkeeping rows of
+// its keys (absent = untracked). The rules (docs/persistence.md):
+//   - a delete applies unless a later incarnation is tracked; it removes the
+//     row and tracks a tombstone keeping the tracked rev;
+//   - an upsert applies when untracked, for a later incarnation (removing the
+//     earlier one's rows first), or for the tracked live incarnation at the
+//     same or a later rev; otherwise nothing of it is written;
+//   - a state snapshot applies when untracked or at a later rev.
+func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]int64) *plan {
+	cur := maps.Clone(sessions)
+	if cur == nil {
+		cur = map[SessionKey]tracked{}
+	}
+	purge := map[SessionKey]bool{}
+	upserts := map[SessionKey]*SessionUpsert{}
+	events := map[SessionKey][]EventRow{}
+	touched := map[SessionKey]bool{}
+
+	for _, d := range b.Deletes {
+		t, ok := cur[d.Key]
+		if ok && t.incarnation > d.Incarnation {
+			continue
+		}
+		purge[d.Key] = true
+		cur[d.Key] = tracked{incarnation: d.Incarnation, rev: t.rev, deleted: true}
+		touched[d.Key] = true
+	}
+	for i := range b.Sessions {
+		u := &b.Sessions[i]
+		t, ok := cur[u.Key]
+		switch {
+		case !ok:
+		case u.Incarnation > t.incarnation:
+			purge[u.Key] = true
+			delete(events, u.Key) // an earlier incarnation's, from this batch
+		case u.Incarnation == t.incarnation && !t.deleted && u.Rev >= t.rev:
+		default:
+			continue
+		}
+		upserts[u.Key] = u
+		events[u.Key] = append(events[u.Key], u.Events...)
+		cur[u.Key] = tracked{incarnation: u.Incarnation, rev: u.Rev}
+		touched[u.Key] = true
+	}
+
+	p := &plan{purge: sortedKeys(purge, compareSessionKeys)}
+	apps := map[stateKey]time.Time{}
+	users := map[stateKey]time.Time{}
+	for _, k := range sortedKeys(upserts, compareSessionKeys) {
+		u := upserts[k]
+		p.sessions = append(p.sessions, u)
+		for _, e := range events[k] {
+			e.Key = k
+			p.events = append(p.events, e)
+		}
+		seed(apps, stateKey{app: k.AppName}, u.CreateTime)
+		seed(users, stateKey{app: k.AppName, user: k.UserID}, u.CreateTime)
+	}
+	for _, k := range sortedKeys(touched, compareSessionKeys) {
+		p.tracked = append(p.tracked, trackedRow{key: k, tracked: cur[k]})
+	}
+	for _, k := range sortedKeys(apps, compareStateKeys) {
+		p.ensureApps = append(p.ensureApps, stateSeed{key: k, time: apps[k]})
+	}
+	for _, k := range sortedKeys(users, compareStateKeys) {
+		p.ensureUsers = append(p.ensureUsers, stateSeed{key: k, time: users[k]})
+	}
+	p.appStates = planStates(b.AppStates, states, &p.stateRevs)
+	p.userStates = planStates(b.UserStates, states, &p.stateRevs)
+	slices.SortFunc(p.stateRevs, func(a, b stateRev) int { return compareStateKeys(a.key, b.key) })
+	return p
+}
+
+// planStates keeps, per key, the latest snapshot of in that is newer than
+// the tracked rev, and records the revs to track in revs.
+func planStates(in []StateUpsert, tracked map[stateKey]int64, revs *[]stateRev) []*StateUpsert {
+	latest := map[stateKey]*StateUpsert{}
+	for i := range in {
+		s := &in[i]
+		k := stateKey{app: s.AppName, user: s.UserID}
+		if rev, ok := tracked[k]; ok && s.Rev <= rev {
+			continue
+		}
+		if l, ok := latest[k]; !ok || s.Rev >= l.Rev {
+			latest[k] = s
+		}
+	}
+	var out []*StateUpsert
+	for _, k := range sortedKeys(latest, compareStateKeys) {
+		out = append(out, latest[k])
+		*revs = append(*revs, stateRev{key: k, rev: latest[k].Rev})
+	}
+	return out
+}
+
+// seed records t as the time of k's {} row unless an earlier one is recorded.
+func seed(m map[stateKey]time.Time, k stateKey, t time.Time) {
+	if old, ok := m[k]; !ok || t.Before(old) {
+		m[k] = t
+	}
+}
+
+func sortedKeys[K comparable, V any](m map[K]V, cmp func(a, b K) int) []K {
+	return slices.SortedFunc(maps.Keys(m), cmp)
+}
+
+func compareSessionKeys(a, b SessionKey) int {
+	return cmp.Or(cmp.Compare(a.AppName, b.AppName), cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.SessionID, b.SessionID))
+}
+
+func compareStateKeys(a, b stateKey) int {
+	return cmp.Or(cmp.Compare(a.app, b.app), cmp.Compare(a.user, b.user))
+}

@@ -1,0 +1,207 @@
+package persist
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Window selects events: those with timestamp >= After (zero: no bound),
+// then the newest NumRecentEvents of those (0: all).
+type Window struct {
+	NumRecentEvents int
+	After           time.Time
+}
+
+// LoadedSession is a session as the database holds it.
+type LoadedSession struct {
+	Key SessionKey
+	// Incarnation and Rev come from adksession's bookkeeping; for a session
+	// that ADK itself wrote they are its create time in microseconds and its
+	// number of events.
+	Incarnation, Rev       int64
+	State                  map[string]json.RawMessage // session-scoped keys
+	AppState, UserState    map[string]json.RawMessage // keys without prefix; {} when no row
+	CreateTime, UpdateTime time.Time
+	// Events are the window's events, oldest first, with Seq filled in
+	// (Rev minus the number of newer events in the session).
+	Events []EventRow
+}
+
+// readTx is how every load reads: one consistent snapshot.
+var readTx = &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
+
+// sessionColumns, sessionFrom and sessionLive read sessions rows with their
+// bookkeeping. The rev of a session that ADK wrote (no bookkeeping row) is
+// its number of events, counted only for such rows.
+const (
+	sessionColumns = `s.state, s.create_time, s.update_time, t.incarnation,
+  COALESCE(t.rev, (SELECT count(*) FROM events AS e
+    WHERE e.app_name = s.app_name AND e.user_id = s.user_id AND e.session_id = s.id))`
+	sessionFrom = `FROM sessions AS s
+LEFT JOIN adksession_sessions AS t
+  ON t.app_name = s.app_name AND t.user_id = s.user_id AND t.session_id = s.id`
+	sessionLive = `(t.deleted IS NULL OR NOT t.deleted)`
+)
+
+// LoadSession reads a session, its app and user state and the events of
+// window w in one snapshot. It returns ErrNotFound when the database has no
+// such session.
+func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
+	tx, err := s.rd.BeginTx(ctx, readTx)
+	if err != nil {
+		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
+	}
+	defer tx.Rollback()
+	ls, err := loadSessionRow(ctx, tx, key)
+	if err != nil {
+		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
+	}
+	if ls.AppState, _, err = loadState(ctx, tx, appStateQuery, key.AppName); err != nil {
+		return nil, fmt.Errorf("load session %q: app state: %w", key.SessionID, err)
+	}
+	if ls.UserState, _, err = loadState(ctx, tx, userStateQuery, key.AppName, key.UserID); err != nil {
+		return nil, fmt.Errorf("load session %q: user state: %w", key.SessionID, err)
+	}
+	if ls.Events, err = s.loadEvents(ctx, tx, key, w, ls.Rev, 0); err != nil {
+		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
+	}
+	return ls, nil
+}
+
+// LoadEvents reads the events of window w that are older than seq beforeSeq
+// (0: no bound), oldest first. It returns ErrNotFound when the database has
+// no such session.
+func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, beforeSeq int64) ([]EventRow, error) {
+	tx, err := s.rd.BeginTx(ctx, readTx)
+	if err != nil {
+		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
+	}
+	defer tx.Rollback()
+	ls, err := loadSessionRow(ctx, tx, key)
+	if err != nil {
+		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
+	}
+	events, err := s.loadEvents(ctx, tx, key, w, ls.Rev, beforeSeq)
+	if err != nil {
+		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
+	}
+	return events, nil
+}
+
+// SessionExists reports whether the database has the session.
+func (s *Store) SessionExists(ctx context.Context, key SessionKey) (bool, error) {
+	var n int
+	err := s.rd.QueryRowContext(ctx, `SELECT count(*) `+sessionFrom+`
+WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
+		key.AppName, key.UserID, key.SessionID).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up session %q: %w", key.SessionID, err)
+	}
+	return n > 0, nil
+}
+
+func loadSessionRow(ctx context.Context, q querier, key SessionKey) (*LoadedSession, error) {
+	var r sessionRow
+	err := q.QueryRowContext(ctx, `SELECT `+sessionColumns+` `+sessionFrom+`
+WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
+		key.AppName, key.UserID, key.SessionID).Scan(r.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	sum, err := r.summary(key)
+	if err != nil {
+		return nil, err
+	}
+	return &LoadedSession{Key: key, Incarnation: sum.Incarnation, Rev: sum.Rev, State: sum.State,
+		CreateTime: sum.CreateTime, UpdateTime: sum.UpdateTime}, nil
+}
+
+// sessionRow receives sessionColumns.
+type sessionRow struct {
+	state            []byte
+	created, updated dbTime
+	inc              sql.NullInt64
+	rev              int64
+}
+
+func (r *sessionRow) dest() []any {
+	return []any{&r.state, &r.created, &r.updated, &r.inc, &r.rev}
+}
+
+func (r *sessionRow) summary(key SessionKey) (SessionSummary, error) {
+	state, err := decodeState(r.state)
+	if err != nil {
+		return SessionSummary{}, err
+	}
+	inc := r.inc.Int64
+	if !r.inc.Valid {
+		inc = r.created.t.UnixMicro()
+	}
+	return SessionSummary{Key: key, Incarnation: inc, Rev: r.rev, State: state,
+		CreateTime: r.created.t, UpdateTime: r.updated.t}, nil
+}
+
+const (
+	appStateQuery = `SELECT a.state, t.rev FROM app_states AS a
+LEFT JOIN adksession_states AS t ON t.app_name = a.app_name AND t.user_id = ''
+WHERE a.app_name = $1`
+	userStateQuery = `SELECT u.state, t.rev FROM user_states AS u
+LEFT JOIN adksession_states AS t ON t.app_name = u.app_name AND t.user_id = u.user_id
+WHERE u.app_name = $1 AND u.user_id = $2`
+)
+
+// LoadUserState reads a user's state (keys without the user: prefix; {}
+// when there is no row) and its rev (0 when untracked).
+func (s *Store) LoadUserState(ctx context.Context, app, user string) (map[string]json.RawMessage, int64, error) {
+	state, rev, err := loadState(ctx, s.rd, userStateQuery, app, user)
+	if err != nil {
+		return nil, 0, fmt.Errorf("load user state of %q: %w", user, err)
+	}
+	return state, rev, nil
+}
+
+// LoadAppState reads an app's state (keys without the app: prefix; {} when
+// there is no row) and its rev (0 when untracked).
+func (s *Store) LoadAppState(ctx context.Context, app string) (map[string]json.RawMessage, int64, error) {
+	state, rev, err := loadState(ctx, s.rd, appStateQuery, app)
+	if err != nil {
+		return nil, 0, fmt.Errorf("load app state of %q: %w", app, err)
+	}
+	return state, rev, nil
+}
+
+func loadState(ctx context.Context, q querier, query string, args ...any) (map[string]json.RawMessage, int64, error) {
+	var state []byte
+	var rev sql.NullInt64
+	err := q.QueryRowContext(ctx, query, args...).Scan(&state, &rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return map[string]json.RawMessage{}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := decodeState(state)
+	return m, rev.Int64, err
+}
+
+// decodeState decodes a state column; NULL or empty is {}.
+func decodeState(b []byte) (map[string]json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(b) == 0 {
+		return m, nil
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode state: %w", err)
+	}
+	if m == nil { // the JSON was null
+		m = map[string]json.RawMessage{}
+	}
+	return m, nil
+}

@@ -1,0 +1,61 @@
+package persist
+
+// postgres binds every column as an array and reads it back with unnest.
+// Timestamps travel as UTC text and are cast to timestamp; the session time
+// zone is UTC (see openPostgres), so timestamptz columns get the same instant.
+var postgres = &dialect{
+	name:       "postgres",
+	bind:       bindArrays,
+	noLimit:    nil, // LIMIT NULL
+	migrations: "migrations/postgres",
+	tableExists: `SELECT EXISTS (SELECT 1 FROM information_schema.tables
+  WHERE table_schema = current_schema() AND table_name = $1)`,
+	q: batchQueries{
+		lockMigrations: `SELECT pg_advisory_xact_lock(hashtextextended('adksession migrate', 0))`,
+		// One transaction-scoped advisory lock per session key (and per
+		// app/user whose state the batch writes), taken in hash order by one
+		// statement: batches touching the same key serialize, others run in
+		// parallel, and two batches cannot deadlock.
+		lockKeys: `SELECT pg_advisory_xact_lock(h) FROM (
+  SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h
+) AS l`,
+		readSessions: `SELECT t.app_name, t.user_id, t.session_id, t.incarnation, t.rev, t.deleted
+FROM adksession_sessions AS t
+JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_name, user_id, session_id)
+  ON t.app_name = k.app_name AND t.user_id = k.user_id AND t.session_id = k.session_id`,
+		readStates: `SELECT t.app_name, t.user_id, t.rev
+FROM adksession_states AS t
+JOIN unnest($1::text[], $2::text[]) AS k(app_name, user_id)
+  ON t.app_name = k.app_name AND t.user_id = k.user_id`,
+		purgeSessions: `DELETE FROM sessions AS s
+USING unnest($1::text[], $2::text[], $3::text[]) AS k(app_name, user_id, id)
+WHERE s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id`,
+		upsertSessions: `INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::timestamp[], $6::timestamp[])
+ON CONFLICT (app_name, user_id, id) DO UPDATE
+SET state = EXCLUDED.state, create_time = EXCLUDED.create_time, update_time = EXCLUDED.update_time`,
+		insertEvents: `INSERT INTO events (app_name, user_id, session_id, id, invocation_id, "timestamp", event_data)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamp[], $7::jsonb[])
+ON CONFLICT DO NOTHING`,
+		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, incarnation, rev, deleted)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[])
+ON CONFLICT (app_name, user_id, session_id) DO UPDATE
+SET incarnation = EXCLUDED.incarnation, rev = EXCLUDED.rev, deleted = EXCLUDED.deleted`,
+		ensureAppStates: `INSERT INTO app_states (app_name, state, update_time)
+SELECT k.app_name, '{}', k.update_time FROM unnest($1::text[], $2::timestamp[]) AS k(app_name, update_time)
+ON CONFLICT DO NOTHING`,
+		upsertAppStates: `INSERT INTO app_states (app_name, state, update_time)
+SELECT * FROM unnest($1::text[], $2::jsonb[], $3::timestamp[])
+ON CONFLICT (app_name) DO UPDATE SET state = EXCLUDED.state, update_time = EXCLUDED.update_time`,
+		ensureUserStates: `INSERT INTO user_states (app_name, user_id, state, update_time)
+SELECT k.app_name, k.user_id, '{}', k.update_time
+FROM unnest($1::text[], $2::text[], $3::timestamp[]) AS k(app_name, user_id, update_time)
+ON CONFLICT DO NOTHING`,
+		upsertUserStates: `INSERT INTO user_states (app_name, user_id, state, update_time)
+SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::timestamp[])
+ON CONFLICT (app_name, user_id) DO UPDATE SET state = EXCLUDED.state, update_time = EXCLUDED.update_time`,
+		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+ON CONFLICT (app_name, user_id) DO UPDATE SET rev = EXCLUDED.rev`,
+	},
+}

@@ -1,0 +1,149 @@
+// Package persist is adksession's database layer: ADK's v1
+// DatabaseSessionService schema on Postgres or SQLite, its migrations, the
+// idempotent batch writes of the write-behind flusher (Store.Apply) and the
+// cold reads of the loader (Store.LoadSession and friends).
+//
+// The rows it writes are the rows ADK Python's and ADK JS's
+// DatabaseSessionService read; its own bookkeeping lives in extra tables that
+// ADK ignores. docs/persistence.md describes the tables and the rules.
+//
+// persist is a leaf package: it imports no other package of this module and
+// keeps event JSON opaque.
+package persist
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lib/pq"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// ErrSchema reports a database whose schema is not the one this version of
+// adksession writes; run Migrate. It is wrapped with the versions found.
+var ErrSchema = errors.New("adksession: database schema is not migrated")
+
+// ErrNotFound reports a session that has no row in the database, or that
+// Apply deleted.
+var ErrNotFound = errors.New("adksession: session not found in database")
+
+// ErrInvalidBatch reports a batch that no retry can apply (an event whose
+// data is not a JSON object, a state value that is not JSON). Apply wraps it
+// with the offending key and writes nothing.
+var ErrInvalidBatch = errors.New("adksession: invalid batch")
+
+// Store is a connection pool to one database. It is safe for concurrent use.
+type Store struct {
+	d  *dialect
+	db *sql.DB // writes; on SQLite a single connection
+	rd *sql.DB // reads; the same pool as db on Postgres
+}
+
+// Open connects to the database at url and checks that its schema is
+// current, returning an error wrapping ErrSchema if it is not.
+//
+// url is "postgres://..." or "postgresql://..." (lib/pq; TLS through sslmode,
+// the session time zone is always UTC) or "sqlite:///abs/path/file.db" /
+// "sqlite://relative/file.db" (modernc.org/sqlite in WAL mode, one writer
+// connection, foreign keys off).
+func Open(ctx context.Context, url string) (*Store, error) {
+	s, err := open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSchema(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// open connects without looking at the schema.
+func open(ctx context.Context, url string) (*Store, error) {
+	var s *Store
+	var err error
+	scheme, _, _ := strings.Cut(url, ":")
+	switch scheme {
+	case "postgres", "postgresql":
+		s, err = openPostgres(url)
+	case "sqlite":
+		s, err = openSQLite(url)
+	default:
+		return nil, fmt.Errorf("open database: unsupported URL scheme %q (want postgres:// or sqlite://)", scheme)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s database: %w", scheme, err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %s database: %w", s.d.name, err)
+	}
+	return s, nil
+}
+
+func openPostgres(url string) (*Store, error) {
+	cfg, err := pq.NewConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	// Timestamps are stored as UTC wall-clock times; with the session in UTC
+	// the conversions to and from timestamptz columns (as ADK JS creates
+	// them) are exact too.
+	rt := make(map[string]string, len(cfg.Runtime)+1)
+	for k, v := range cfg.Runtime {
+		if !strings.EqualFold(k, "timezone") {
+			rt[k] = v
+		}
+	}
+	rt["TimeZone"] = "UTC"
+	cfg.Runtime = rt
+	c, err := pq.NewConnectorConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(c)
+	return &Store{d: postgres, db: db, rd: db}, nil
+}
+
+func openSQLite(url string) (*Store, error) {
+	path, ok := strings.CutPrefix(url, "sqlite://")
+	if !ok || path == "" || strings.ContainsAny(path, "?#") {
+		return nil, errors.New("want sqlite:///abs/path/file.db or sqlite://relative/file.db, without query parameters")
+	}
+	const pragmas = "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)"
+	db, err := sql.Open("sqlite", path+pragmas+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	rd, err := sql.Open("sqlite", path+pragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	rd.SetMaxOpenConns(4)
+	return &Store{d: sqlite, db: db, rd: rd}, nil
+}
+
+// Close closes the connection pools.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.rd != s.db {
+		err = errors.Join(err, s.rd.Close())
+	}
+	return err
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// Dialect returns "postgres" or "sqlite".
+func (s *Store) Dialect() string { return s.d.name }
