@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
 )
 
 // backend makes fresh databases of one kind for the contract tests.
@@ -70,6 +69,12 @@ func postgresURL(t testing.TB) string {
 
 // migrated returns an open Store on a fresh, migrated database of b.
 func migrated(t testing.TB, b backend) *Store {
+	s, _ := migratedAt(t, b)
+	return s
+}
+
+// migratedAt is migrated that also returns the database's URL.
+func migratedAt(t testing.TB, b backend) (*Store, string) {
 	t.Helper()
 	u := b.newURL(t)
 	ctx := context.Background()
@@ -77,7 +82,7 @@ func migrated(t testing.TB, b backend) *Store {
 	s, err := Open(ctx, u)
 	must(t, err)
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, u
 }
 
 // eachBackend runs f as a parallel subtest per backend.

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // inc1 and inc2 are two incarnations of a session id (create times in µs).

@@ -1,0 +1,120 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// tableNames lists the tables of the database.
+func tableNames(t *testing.T, s *Store) []string {
+	t.Helper()
+	q := `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+	if s.Dialect() == "postgres" {
+		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
+	}
+	var names []string
+	for _, r := range queryStrings(t, s.db, q) {
+		names = append(names, r[0])
+	}
+	return names
+}
+
+func TestMigrate(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		u := b.newURL(t)
+		if _, err := Open(ctx, u); !errors.Is(err, ErrSchema) {
+			t.Fatalf("Open before Migrate: got %v, want ErrSchema", err)
+		}
+		must(t, Migrate(ctx, u))
+		s, err := Open(ctx, u)
+		must(t, err)
+		defer s.Close()
+		same(t, "tables", tableNames(t, s), []string{
+			"adk_internal_metadata", "adksession_schema_migrations", "adksession_sessions", "adksession_states",
+			"app_states", "events", "sessions", "user_states"})
+		same(t, "migrations", queryStrings(t, s.db, `SELECT version, name FROM adksession_schema_migrations ORDER BY version`),
+			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}})
+		same(t, "ADK metadata", queryStrings(t, s.db, `SELECT key, value FROM adk_internal_metadata`),
+			[][]string{{"schema_version", "1"}})
+
+		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 2)}})
+		before := dump(t, s)
+		must(t, Migrate(ctx, u))
+		must(t, s.Migrate(ctx))
+		same(t, "dump after migrating again", dump(t, s), before)
+	})
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		u := b.newURL(t)
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() { errs[i] = Migrate(ctx, u) })
+		}
+		wg.Wait()
+		must(t, errors.Join(errs...))
+		s, err := Open(ctx, u)
+		must(t, err)
+		defer s.Close()
+		same(t, "migrations", queryStrings(t, s.db, `SELECT version FROM adksession_schema_migrations ORDER BY version`),
+			[][]string{{"1"}, {"2"}})
+	})
+}
+
+func TestOpenRefusesOtherSchemas(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		for _, tc := range []struct {
+			name, change, want string
+		}{
+			{"older adksession", `DELETE FROM adksession_schema_migrations WHERE version = 2`, "found version 1, want 2"},
+			{"newer adksession", `INSERT INTO adksession_schema_migrations VALUES (3, 'future', '2030-01-01 00:00:00')`, "found version 3, want 2"},
+			{"other ADK schema", `UPDATE adk_internal_metadata SET value = '2'`, `found ADK schema_version "2", want "1"`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				s, u := migratedAt(t, b)
+				_, err := s.db.Exec(tc.change)
+				must(t, err)
+				_, err = Open(ctx, u)
+				if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Open: got %v, want ErrSchema with %q", err, tc.want)
+				}
+			})
+		}
+	})
+}
+
+func TestMigrateRefusesV0(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		u := b.newURL(t)
+		s, err := open(ctx, u)
+		must(t, err)
+		defer s.Close()
+		_, err = s.db.Exec(`CREATE TABLE events (id varchar(128) NOT NULL, app_name varchar(128), content text)`)
+		must(t, err)
+		if err := Migrate(ctx, u); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "v0") {
+			t.Fatalf("Migrate: got %v, want ErrSchema about v0", err)
+		}
+		if slices.Contains(tableNames(t, s), "adksession_schema_migrations") {
+			t.Fatal("a refused migration left tables behind")
+		}
+	})
+}
+
+func TestOpenURLs(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"mysql://x", "sqlite://", "sqlite:///tmp/x.db?mode=ro", "file.db"} {
+		if _, err := Open(ctx, u); err == nil || errors.Is(err, ErrSchema) {
+			t.Errorf("Open(%q): got %v, want a URL error", u, err)
+		}
+	}
+}

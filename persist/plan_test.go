@@ -1,0 +1,127 @@
+package persist
+
+import (
+	"strconv"
+	"testing"
+)
+
+func TestPlanBatch(t *testing.T) {
+	a, b := skey("a"), skey("b")
+	ups := func(k SessionKey, inc, rev int64) SessionUpsert { return upsert(k, inc, rev, rev) }
+	type want struct {
+		purge    []SessionKey
+		sessions []string // "id inc rev"
+		events   []string
+		tracked  []trackedRow
+	}
+	for _, tc := range []struct {
+		name    string
+		tracked map[SessionKey]tracked
+		batch   Batch
+		want    want
+	}{
+		{
+			name:  "untracked upsert applies without purge",
+			batch: Batch{Sessions: []SessionUpsert{ups(a, inc1, 3)}},
+			want: want{sessions: []string{"a 1 3"}, events: []string{eventID(inc1, 3)},
+				tracked: []trackedRow{{a, tracked{inc1, 3, false}}}},
+		},
+		{
+			name:    "same incarnation, same rev applies again",
+			tracked: map[SessionKey]tracked{a: {inc1, 3, false}},
+			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 3)}},
+			want: want{sessions: []string{"a 1 3"}, events: []string{eventID(inc1, 3)},
+				tracked: []trackedRow{{a, tracked{inc1, 3, false}}}},
+		},
+		{
+			name:    "older rev writes nothing",
+			tracked: map[SessionKey]tracked{a: {inc1, 4, false}},
+			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 3)}},
+		},
+		{
+			name:    "deleted incarnation is not resurrected",
+			tracked: map[SessionKey]tracked{a: {inc1, 3, true}},
+			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 9)}},
+		},
+		{
+			name:    "older incarnation writes nothing",
+			tracked: map[SessionKey]tracked{a: {inc2, 0, false}},
+			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 9)}},
+		},
+		{
+			name:    "later incarnation purges the earlier one",
+			tracked: map[SessionKey]tracked{a: {inc1, 7, false}},
+			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc2, 1)}},
+			want: want{purge: []SessionKey{a}, sessions: []string{"a 2 1"}, events: []string{eventID(inc2, 1)},
+				tracked: []trackedRow{{a, tracked{inc2, 1, false}}}},
+		},
+		{
+			name:    "delete keeps the tracked rev",
+			tracked: map[SessionKey]tracked{a: {inc1, 7, false}},
+			batch:   Batch{Deletes: []SessionDelete{{a, inc1}}},
+			want:    want{purge: []SessionKey{a}, tracked: []trackedRow{{a, tracked{inc1, 7, true}}}},
+		},
+		{
+			name:  "delete of an untracked session",
+			batch: Batch{Deletes: []SessionDelete{{a, inc1}}},
+			want:  want{purge: []SessionKey{a}, tracked: []trackedRow{{a, tracked{inc1, 0, true}}}},
+		},
+		{
+			name:    "delete of an earlier incarnation is ignored",
+			tracked: map[SessionKey]tracked{a: {inc2, 1, false}},
+			batch:   Batch{Deletes: []SessionDelete{{a, inc1}}},
+		},
+		{
+			name:    "delete then re-create in one batch",
+			tracked: map[SessionKey]tracked{a: {inc1, 7, false}},
+			batch: Batch{Deletes: []SessionDelete{{a, inc1}},
+				Sessions: []SessionUpsert{ups(a, inc1, 8), ups(a, inc2, 1)}},
+			want: want{purge: []SessionKey{a}, sessions: []string{"a 2 1"}, events: []string{eventID(inc2, 1)},
+				tracked: []trackedRow{{a, tracked{inc2, 1, false}}}},
+		},
+		{
+			name:  "two incarnations in one batch keep the later one's events",
+			batch: Batch{Sessions: []SessionUpsert{ups(a, inc1, 1), ups(a, inc2, 1), ups(b, inc1, 1), ups(b, inc1, 2)}},
+			want: want{purge: []SessionKey{a}, sessions: []string{"a 2 1", "b 1 2"},
+				events:  []string{eventID(inc2, 1), eventID(inc1, 1), eventID(inc1, 2)},
+				tracked: []trackedRow{{a, tracked{inc2, 1, false}}, {b, tracked{inc1, 2, false}}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planBatch(&tc.batch, tc.tracked, nil)
+			var got want
+			got.purge = p.purge
+			for _, u := range p.sessions {
+				inc := map[int64]string{inc1: "1", inc2: "2"}[u.Incarnation]
+				got.sessions = append(got.sessions, u.Key.SessionID+" "+inc+" "+itoa(u.Rev))
+			}
+			for _, e := range p.events {
+				got.events = append(got.events, e.ID)
+			}
+			got.tracked = p.tracked
+			same(t, "plan", got, tc.want)
+		})
+	}
+}
+
+func TestPlanStates(t *testing.T) {
+	st := func(app, user string, rev int64) StateUpsert {
+		return StateUpsert{AppName: app, UserID: user, Rev: rev, State: state(rev)}
+	}
+	b := &Batch{
+		Sessions:   []SessionUpsert{upsert(skey("s"), inc2, 0, 0), upsert(skey("r"), inc1, 0, 0)},
+		AppStates:  []StateUpsert{st("app", "", 4), st("app", "", 6), st("app", "", 5), st("old", "", 2)},
+		UserStates: []StateUpsert{st("app", "u1", 3), st("app", "u2", 1)},
+	}
+	p := planBatch(b, nil, map[stateKey]int64{{"old", ""}: 2, {"app", "u2"}: 0})
+	same(t, "app states", len(p.appStates), 1)
+	same(t, "app rev", p.appStates[0].Rev, int64(6))
+	same(t, "user states", len(p.userStates), 2)
+	same(t, "user", p.userStates[0].UserID+itoa(p.userStates[0].Rev)+p.userStates[1].UserID+itoa(p.userStates[1].Rev), "u13u21")
+	same(t, "tracked revs", p.stateRevs, []stateRev{{stateKey{"app", ""}, 6}, {stateKey{"app", "u1"}, 3}, {stateKey{"app", "u2"}, 1}})
+	// The {} rows get the earliest create time of the batch's sessions.
+	same(t, "ensure apps", p.ensureApps, []stateSeed{{stateKey{"app", ""}, upsert(skey("r"), inc1, 0, 0).CreateTime}})
+	same(t, "ensure users", p.ensureUsers, []stateSeed{{stateKey{"app", "u1"}, upsert(skey("r"), inc1, 0, 0).CreateTime}})
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
