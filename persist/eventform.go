@@ -133,3 +133,27 @@ func camel(s string) string {
 	}
 	return b.String()
 }
+
+// APIEvent returns the event of a row in API form, with the id and
+// invocation id of its columns (ADK Python and ADK JS put timestamps of
+// different units in event_data; the column is authoritative).
+func APIEvent(row EventRow) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(row.Data))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("event %s: event_data: %w", row.ID, err)
+	}
+	api, _ := rename(v, camel).(map[string]any)
+	api["id"] = row.ID
+	api["invocationId"] = row.InvocationID
+	us := row.Timestamp.UnixMicro()
+	api["timestamp"] = json.Number(fmt.Sprintf("%d.%06d", us/1e6, us%1e6))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(api); err != nil {
+		return nil, fmt.Errorf("event %s: %w", row.ID, err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}

@@ -1,0 +1,176 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// session1000 applies a session of 1000 events, in batches of 100.
+func session1000(t testing.TB, s *Store, k SessionKey) {
+	for from := int64(0); from < 1000; from += 100 {
+		u := upsert(k, inc1, from, from+100)
+		if err := s.Apply(context.Background(), &Batch{Sessions: []SessionUpsert{u}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seqs returns the Seq of each event, checking that each event is the one
+// that was written with that seq.
+func seqs(t *testing.T, events []EventRow) []int64 {
+	t.Helper()
+	out := []int64{}
+	for _, e := range events {
+		if e.ID != eventID(inc1, e.Seq) || !e.Timestamp.Equal(eventTime(inc1, e.Seq)) || e.Key != skey("s1") {
+			t.Fatalf("event %+v does not match seq %d", e, e.Seq)
+		}
+		out = append(out, e.Seq)
+	}
+	return out
+}
+
+func seqRange(from, to int64) []int64 {
+	out := []int64{}
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestLoadSessionWindows(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		ctx := context.Background()
+		session1000(t, s, skey("s1"))
+		ts := func(seq int64) time.Time { return eventTime(inc1, seq) }
+		for _, tc := range []struct {
+			name string
+			w    Window
+			want []int64
+		}{
+			{"all", Window{}, seqRange(1, 1000)},
+			{"recent 10", Window{NumRecentEvents: 10}, seqRange(991, 1000)},
+			{"recent 2000", Window{NumRecentEvents: 2000}, seqRange(1, 1000)},
+			{"after is inclusive", Window{After: ts(500)}, seqRange(500, 1000)},
+			{"after between events", Window{After: ts(500).Add(time.Nanosecond)}, seqRange(501, 1000)},
+			{"after then recent", Window{After: ts(500), NumRecentEvents: 10}, seqRange(991, 1000)},
+			{"recent limited by after", Window{After: ts(995), NumRecentEvents: 10}, seqRange(995, 1000)},
+			{"after the last event", Window{After: ts(1000).Add(time.Microsecond)}, []int64{}},
+			{"after the first event", Window{After: ts(1).Add(-time.Hour)}, seqRange(1, 1000)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ls, err := s.LoadSession(ctx, skey("s1"), tc.w)
+				must(t, err)
+				same(t, "seqs", seqs(t, ls.Events), tc.want)
+				same(t, "rev", ls.Rev, int64(1000))
+				same(t, "incarnation", ls.Incarnation, inc1)
+				same(t, "state", string(ls.State["count"]), "1000")
+				same(t, "update time", ls.UpdateTime, ts(1000))
+			})
+		}
+	})
+}
+
+func TestLoadEventsBeforeSeq(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		ctx := context.Background()
+		session1000(t, s, skey("s1"))
+		for _, tc := range []struct {
+			name      string
+			w         Window
+			beforeSeq int64
+			want      []int64
+		}{
+			{"no bound", Window{NumRecentEvents: 5}, 0, seqRange(996, 1000)},
+			{"before 901, recent 50", Window{NumRecentEvents: 50}, 901, seqRange(851, 900)},
+			{"before 901, after 880", Window{After: eventTime(inc1, 880)}, 901, seqRange(880, 900)},
+			{"before 3", Window{}, 3, seqRange(1, 2)},
+			{"before 1", Window{}, 1, []int64{}},
+			{"before past the end", Window{NumRecentEvents: 2}, 5000, seqRange(999, 1000)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				events, err := s.LoadEvents(ctx, skey("s1"), tc.w, tc.beforeSeq)
+				must(t, err)
+				same(t, "seqs", seqs(t, events), tc.want)
+			})
+		}
+	})
+}
+
+func TestLoadNotFound(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		ctx := context.Background()
+		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 1)}})
+		for _, k := range []SessionKey{skey("nope"), {"app", "u2", "s1"}, {"other", "u1", "s1"}} {
+			if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, ErrNotFound) {
+				t.Errorf("LoadSession(%v): got %v, want ErrNotFound", k, err)
+			}
+			if _, err := s.LoadEvents(ctx, k, Window{}, 0); !errors.Is(err, ErrNotFound) {
+				t.Errorf("LoadEvents(%v): got %v, want ErrNotFound", k, err)
+			}
+			ok, err := s.SessionExists(ctx, k)
+			must(t, err)
+			same(t, "exists", ok, false)
+		}
+		ok, err := s.SessionExists(ctx, skey("s1"))
+		must(t, err)
+		same(t, "exists", ok, true)
+		st, rev, err := s.LoadUserState(ctx, "app", "nobody")
+		must(t, err)
+		same(t, "missing user state", len(st), 0)
+		same(t, "missing user rev", rev, int64(0))
+		st, rev, err = s.LoadAppState(ctx, "app") // the {} row of the first session
+		must(t, err)
+		if st == nil || len(st) != 0 || rev != 0 {
+			t.Fatalf("app state %v rev %d, want {} 0", st, rev)
+		}
+	})
+}
+
+func TestListSessions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		ctx := context.Background()
+		k := func(user, id string) SessionKey { return SessionKey{"app", user, id} }
+		apply(t, s, &Batch{Sessions: []SessionUpsert{
+			upsert(k("u1", "s3"), inc1, 0, 2), upsert(k("u1", "s1"), inc1, 0, 0), upsert(k("u1", "s2"), inc1, 0, 1),
+			upsert(k("u2", "s1"), inc2, 0, 4), upsert(SessionKey{"other", "u1", "s9"}, inc1, 0, 0),
+		}})
+		apply(t, s, &Batch{Deletes: []SessionDelete{{k("u1", "s2"), inc1}}})
+		// A session that ADK wrote: no bookkeeping row.
+		insertADKSession(t, s, k("u3", "adk"), 2)
+
+		var all []SessionKey
+		var after SessionKey
+		for {
+			page, err := s.ListSessions(ctx, "app", "", after, 2)
+			must(t, err)
+			if len(page) > 2 {
+				t.Fatalf("page of %d", len(page))
+			}
+			for _, p := range page {
+				all = append(all, p.Key)
+			}
+			if len(page) < 2 {
+				break
+			}
+			after = page[len(page)-1].Key
+		}
+		same(t, "app-wide list", all, []SessionKey{k("u1", "s1"), k("u1", "s3"), k("u2", "s1"), k("u3", "adk")})
+
+		list, err := s.ListSessions(ctx, "app", "u1", SessionKey{}, 0)
+		must(t, err)
+		same(t, "u1 sessions", len(list), 2)
+		got := list[1]
+		same(t, "summary", []any{got.Key, got.Incarnation, got.Rev, string(got.State["count"]), got.CreateTime, got.UpdateTime},
+			[]any{k("u1", "s3"), inc1, int64(2), "2", time.UnixMicro(inc1).UTC(), eventTime(inc1, 2)})
+
+		list, err = s.ListSessions(ctx, "app", "u3", SessionKey{}, 10)
+		must(t, err)
+		same(t, "ADK session", []any{list[0].Incarnation, list[0].Rev}, []any{adkCreateTime.UnixMicro(), int64(2)})
+	})
+}
