@@ -13,7 +13,9 @@ import (
 var adkCreateTime = time.Date(2024, 5, 6, 7, 8, 9, 654321000, time.UTC)
 
 // adkEventTime is the column timestamp of event i of such a session.
-func adkEventTime(i int) time.Time { return adkCreateTime.Add(time.Duration(i) * 1500 * time.Millisecond) }
+func adkEventTime(i int) time.Time {
+	return adkCreateTime.Add(time.Duration(i) * 1500 * time.Millisecond)
+}
 
 // pythonEvent is event_data as ADK Python writes it (Event.model_dump:
 // snake_case, timestamp in float epoch seconds), with an id and invocation
