@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -38,25 +39,27 @@ func jsEvent(i int) string {
 // insertADKSession writes a session of n events in ADK Python's shape,
 // with no bookkeeping row, plus its app and user rows.
 func insertADKSession(t *testing.T, s *Store, k SessionKey, n int) {
-	insertADKRows(t, s, k, n, pythonEvent)
+	insertADKRows(t, s.db, k, n, pythonEvent, formatTime)
 }
 
-func insertADKRows(t *testing.T, s *Store, k SessionKey, n int, event func(int) string) {
+// insertADKRows writes a session of n events with event_data event(i) and
+// times formatted by tf, with no bookkeeping row, plus app and user rows.
+func insertADKRows(t *testing.T, db *sql.DB, k SessionKey, n int, event func(int) string, tf func(time.Time) string) {
 	t.Helper()
 	exec := func(q string, args ...any) {
 		t.Helper()
-		_, err := s.db.Exec(q, args...)
+		_, err := db.Exec(q, args...)
 		must(t, err)
 	}
 	exec(`INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES ($1, $2, $3, $4, $5, $6)`,
-		k.AppName, k.UserID, k.SessionID, `{"k": "v", "n": null}`, formatTime(adkCreateTime), formatTime(adkEventTime(n)))
+		k.AppName, k.UserID, k.SessionID, `{"k": "v", "n": null}`, tf(adkCreateTime), tf(adkEventTime(n)))
 	exec(`INSERT INTO app_states (app_name, state, update_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		k.AppName, `{"a": 1}`, formatTime(adkCreateTime))
+		k.AppName, `{"a": 1}`, tf(adkCreateTime))
 	exec(`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-		k.AppName, k.UserID, `{"x": 2}`, formatTime(adkCreateTime))
+		k.AppName, k.UserID, `{"x": 2}`, tf(adkCreateTime))
 	for i := 1; i <= n; i++ {
 		exec(`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			fmt.Sprint("adk-", i), k.AppName, k.UserID, k.SessionID, fmt.Sprint("inv-", i), formatTime(adkEventTime(i)), event(i))
+			fmt.Sprint("adk-", i), k.AppName, k.UserID, k.SessionID, fmt.Sprint("inv-", i), tf(adkEventTime(i)), event(i))
 	}
 }
 
@@ -69,7 +72,7 @@ func TestReadRowsADKWrote(t *testing.T) {
 			eachBackend(t, func(t *testing.T, b backend) {
 				s := migrated(t, b)
 				k := skey("adk")
-				insertADKRows(t, s, k, 3, shape.event)
+				insertADKRows(t, s.db, k, 3, shape.event, formatTime)
 				checkADKSession(t, s, k, 3, shape.event)
 			})
 		})

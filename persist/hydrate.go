@@ -29,11 +29,12 @@ func HydrateAppState(ctx context.Context, db *Store, c *cache.Store, app string)
 	if err != nil {
 		return fmt.Errorf("load app state of %s: %w", app, err)
 	}
-	_, err = c.HydrateApp(ctx, app, rev, pairsOf(state))
+	_, err = c.HydrateApp(ctx, app, rev, StatePairs(state))
 	return err
 }
 
-func pairsOf[V ~[]byte](m map[string]V) []cache.Pair {
+// StatePairs turns a state read from the database into cache pairs.
+func StatePairs[V ~[]byte](m map[string]V) []cache.Pair {
 	out := make([]cache.Pair, 0, len(m))
 	for k, v := range m {
 		out = append(out, cache.Pair{Key: k, Value: string(v)})

@@ -109,23 +109,33 @@ func openPostgres(url string) (*Store, error) {
 }
 
 func openSQLite(url string) (*Store, error) {
-	path, ok := strings.CutPrefix(url, "sqlite://")
-	if !ok || path == "" || strings.ContainsAny(path, "?#") {
-		return nil, errors.New("want sqlite:///abs/path/file.db or sqlite://relative/file.db, without query parameters")
+	writer, reader, err := sqliteDSNs(url)
+	if err != nil {
+		return nil, err
 	}
-	const pragmas = "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)"
-	db, err := sql.Open("sqlite", path+pragmas+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db, err := sql.Open("sqlite", writer)
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	rd, err := sql.Open("sqlite", path+pragmas+"&_pragma=query_only(1)")
+	rd, err := sql.Open("sqlite", reader)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	rd.SetMaxOpenConns(4)
 	return &Store{d: sqlite, db: db, rd: rd}, nil
+}
+
+// sqliteDSNs returns the modernc.org/sqlite data source names of the writer
+// connection (WAL, transactions BEGIN IMMEDIATE) and of the read-only pool.
+func sqliteDSNs(url string) (writer, reader string, err error) {
+	path, ok := strings.CutPrefix(url, "sqlite://")
+	if !ok || path == "" || strings.ContainsAny(path, "?#") {
+		return "", "", errors.New("want sqlite:///abs/path/file.db or sqlite://relative/file.db, without query parameters")
+	}
+	const pragmas = "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)"
+	return path + pragmas + "&_pragma=journal_mode(WAL)&_txlock=immediate", path + pragmas + "&_pragma=query_only(1)", nil
 }
 
 // Close closes the connection pools.
