@@ -42,6 +42,9 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:t:<app>:<user>:<sid>", "hash", "TempTTL (default 1h)",
 		"append.lua (temp: keys of the running invocation); end_invocation.lua and the next invocation delete it",
 		"get.lua with an invocation id: field = \"temp:<key>\", value JSON"},
+	{"<ns>adk:{<shard>}:r:<app>:<user>:<sid>", "hash", "as the session hash",
+		"create.lua (m:from, c), append.lua and rewind.lua (while m:from is set); delete.lua; flusher trims <seq> fields (and the i:<inv> they name) below the cached tail and raises m:from",
+		"rewind.lua: m:from = oldest seq undo records cover, c = create-time session state (JSON object), a:<file> = current artifact version, i:<inv> = seq of the invocation's first event, <seq> = JSON {i: invocation when first, s: [key, previous JSON value or false], a: [file, previous version or false]}"},
 	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed; CacheTTL once flushed and idle",
 		"create.lua, append.lua (user: keys)", "get.lua, GetUserState: m:rev, s:<key> without \"user:\""},
 	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash",
@@ -100,6 +103,7 @@ type SessionKeys struct {
 	UserIndex string // zset: the user's sessions
 	AppIndex  string // zset: the app's sessions in this shard
 	Log       string // stream: the shard's change log
+	Undo      string // hash: what undoes each event, first seq of each invocation (rewind.lua)
 }
 
 // Session returns the keys of session (app, user, sid).
@@ -116,6 +120,7 @@ func (k Keys) Session(app, user, sid string) SessionKeys {
 		UserIndex: t + "us:" + au,
 		AppIndex:  t + "as:" + Escape(app),
 		Log:       t + "log",
+		Undo:      t + "r:" + au + ":" + Escape(sid),
 	}
 }
 

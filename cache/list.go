@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,9 +38,49 @@ func decodeCursor(tok string) (listCursor, error) {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil {
-		return c, fmt.Errorf("page token %q: not a token this service issued", tok)
+		return c, fmt.Errorf("%w: %q is not a token this service issued", ErrBadToken, tok)
 	}
 	return c, nil
+}
+
+// ErrBadToken: a page token this service did not issue.
+var ErrBadToken = errors.New("adksession: bad page token")
+
+// Tombstoned tells whether a session is deleted in Redis but its delete is
+// not yet in the database.
+func (s *Store) Tombstoned(ctx context.Context, app, user, sid string) (bool, error) {
+	v, err := s.rdb.HGet(ctx, s.keys.Session(app, user, sid).Session, "m:del").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return v == "1", err
+}
+
+// AppIndexComplete tells whether the app's session index lists every
+// session the database has (it does unless Redis lost it: see
+// MarkAppIndexComplete).
+func (s *Store) AppIndexComplete(ctx context.Context, app string) (bool, error) {
+	v, err := s.rdb.HGet(ctx, s.keys.App(app).State, "m:idx").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return v == "1", err
+}
+
+// AddToAppIndex adds sessions read from the database to the app index.
+func (s *Store) AddToAppIndex(ctx context.Context, app string, sessions [][2]string) error {
+	pipe := s.rdb.Pipeline()
+	for _, us := range sessions {
+		k := s.keys.Session(app, us[0], us[1])
+		pipe.ZAdd(ctx, k.AppIndex, redis.Z{Score: 0, Member: AppIndexMember(us[0], us[1])})
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// MarkAppIndexComplete records that the app index is complete.
+func (s *Store) MarkAppIndexComplete(ctx context.Context, app string) error {
+	return s.rdb.HSet(ctx, s.keys.App(app).State, "m:idx", "1").Err()
 }
 
 // ListUser lists a user's sessions, newest update first, limit at a time,

@@ -29,6 +29,7 @@ type Snapshot struct {
 	User           map[string]string // user keys without "user:" -> JSON
 	UserRev        int64
 	App            map[string]string // app keys without "app:" -> JSON
+	AppCached      bool              // Redis holds the app's state hash
 	Events         []EventRecord     // ascending
 	Temp           map[string]string // "temp:x" -> JSON, when asked for its invocation
 }
@@ -178,7 +179,7 @@ type GetArgs struct {
 
 // Get reads a session, its user and app state and a window of its events in
 // one round trip (the session script and the app hash, pipelined). Errors:
-// ErrNotCached, ErrDeleted, ErrIncomplete.
+// ErrNotCached, ErrDeleted, ErrUserNotCached, ErrIncomplete.
 func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
 	after := ""
@@ -186,7 +187,7 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 		after = strconv.FormatInt(a.After, 10)
 	}
 	keys := []string{k.Session, k.Events, k.Temp, k.User}
-	args := []any{after, a.NumRecent, a.InvocationID}
+	args := []any{after, a.NumRecent, a.InvocationID, boolArg(s.durable)}
 	var script *redis.Cmd
 	var app *redis.MapStringStringCmd
 	for attempt := 0; ; attempt++ {
@@ -220,6 +221,7 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	if snap.App, _, err = stateHash(app.Val()); err != nil {
 		return nil, err
 	}
+	snap.AppCached = len(app.Val()) > 0
 	return snap, nil
 }
 

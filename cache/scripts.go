@@ -20,6 +20,12 @@ var (
 	deleteScript        = redis.NewScript(lua.Delete)
 	endInvocationScript = redis.NewScript(lua.EndInvocation)
 	appApplyScript      = redis.NewScript(lua.AppApply)
+	rewindScript        = redis.NewScript(lua.Rewind)
+	flushedScript       = redis.NewScript(lua.Flushed)
+	hydrateScript       = redis.NewScript(lua.Hydrate)
+	hydrateStateScript  = redis.NewScript(lua.HydrateState)
+	leaseRenewScript    = redis.NewScript(lua.LeaseRenew)
+	leaseReleaseScript  = redis.NewScript(lua.LeaseRelease)
 )
 
 // Script return codes shared by the session scripts (see each script's header).
@@ -43,6 +49,7 @@ var (
 	ErrStale         = errors.New("adksession: session handle is stale")
 	ErrUserNotCached = errors.New("adksession: user state not cached")
 	ErrIncomplete    = errors.New("adksession: cached session incomplete")
+	ErrAppNotCached  = errors.New("adksession: app state not cached")
 )
 
 // codeError maps a script's status code to an error (nil for success).
@@ -64,11 +71,6 @@ func codeError(code int64, notCached error) error {
 	return errors.New("adksession: unknown script status")
 }
 
-// run runs a script with EVALSHA, falling back to EVAL when Redis lost it.
-func run(ctx context.Context, c redis.Scripter, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return s.Run(ctx, c, keys, args...)
-}
-
 // isNoScript tells whether err is Redis's NOSCRIPT.
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
@@ -77,7 +79,8 @@ func isNoScript(err error) bool {
 // LoadScripts loads every script (on every master of a cluster), so the first
 // calls need no EVAL fallback.
 func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
-	for _, s := range []*redis.Script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript} {
+	for _, s := range []*redis.Script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, rewindScript,
+		flushedScript, hydrateScript, hydrateStateScript, leaseRenewScript, leaseReleaseScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}

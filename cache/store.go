@@ -85,33 +85,41 @@ type CreateArgs struct {
 
 // Create creates a session. It returns ErrExists when the id is taken and
 // ErrUserNotCached when the user's state must be loaded first. The app part
-// of the initial state is applied in a second step (see ApplyApp).
+// of the initial state is the caller's second step (ApplyApp with
+// CreateChangeID).
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
 	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
-	res, err := createScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log}, args...).Int64Slice()
+	res, err := createScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	if err := codeError(res[0], ErrExists); err != nil {
-		return err
-	}
-	return s.ApplyApp(ctx, a.App, "c/"+strconv.FormatInt(a.CreateTime, 10)+"/"+AppIndexMember(a.User, a.SID), a.Delta.App)
+	return codeError(res[0], ErrExists)
+}
+
+// CreateChangeID is the id under which the app part of a create's initial
+// state is applied (once).
+func CreateChangeID(incarnation int64, user, sid string) string {
+	return "c/" + strconv.FormatInt(incarnation, 10) + "/" + AppIndexMember(user, sid)
 }
 
 // ApplyApp applies an app-state delta once per id (event id or create id);
-// applying it again is a no-op. It is the second step of an event with an
+// applying it again is a no-op. ErrAppNotCached: load the app state, then retry. It is the second step of an event with an
 // app: delta: app state lives in its own hash slot. An empty delta is a no-op.
 func (s *Store) ApplyApp(ctx context.Context, app, id string, pairs []Pair) error {
 	if len(pairs) == 0 {
 		return nil
 	}
 	k := s.keys.App(app)
-	args := appendPairs([]any{id, time.Now().UnixMilli(), s.appliedRetention.Milliseconds()}, pairs)
-	if err := appApplyScript.Run(ctx, s.rdb, []string{k.State, k.Applied}, args...).Err(); err != nil {
+	args := appendPairs([]any{id, time.Now().UnixMilli(), s.appliedRetention.Milliseconds(), boolArg(s.durable)}, pairs)
+	n, err := appApplyScript.Run(ctx, s.rdb, []string{k.State, k.Applied}, args...).Int64()
+	if err != nil {
 		return fmt.Errorf("app state script: %w", err)
+	}
+	if n == codeNoUser {
+		return ErrAppNotCached
 	}
 	return nil
 }
@@ -127,6 +135,9 @@ type AppendArgs struct {
 	EventID        string
 	Event          string // the event JSON as stored
 	Delta          StateDelta
+	// Artifacts are the event's session-scoped artifact versions (file
+	// name, version): what a rewind restores.
+	Artifacts []Pair
 }
 
 // AppendResult is what Append did.
@@ -154,7 +165,8 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	args = appendPairs(args, a.Delta.Temp)
-	v, err := appendScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log}, args...).Slice()
+	args = appendPairs(args, a.Artifacts)
+	v, err := appendScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("append script: %w", err)
 	}
@@ -180,7 +192,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
 	args := []any{boolArg(s.durable), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
-	res, err := deleteScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log}, args...).Int64Slice()
+	res, err := deleteScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)
 	}

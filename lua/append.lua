@@ -6,6 +6,7 @@
 -- KEYS[4] -> user state hash  <ns>adk:{shard}:u:<app>:<user>
 -- KEYS[5] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- KEYS[6] -> change log       <ns>adk:{shard}:log
+-- KEYS[7] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- ARGV[1] -> revision (last seq) of the caller's handle
 -- ARGV[2] -> "" refuses a handle that is behind (stale); otherwise concurrent appends: apply anyway, and
 --            return the events after this score bound ("(<µs of the handle's last event>" or "-inf")
@@ -18,13 +19,15 @@
 -- ARGV[11] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[12] -> event id (logged with the app delta, for idempotent re-application)
 -- ARGV[13] -> number of session pairs S, then S pairs (key, JSON value)
--- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key)
+-- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key),
+-- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files)
 -- Returns {0, seq, ts} appended;
 --         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...)}
 --           appended by a handle that was behind, in concurrent mode;
 --         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
 --         {-4} user state not cached, {-5} cache incomplete (evicted keys): load, then retry.
 local sess, events, temp, user, uindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local undo = KEYS[7]
 local durable = ARGV[7] == '1'
 
 local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc')
@@ -68,6 +71,53 @@ if meta[4] ~= inv then
   redis.call('DEL', temp)
   fields[#fields + 1] = 'm:tinv'
   fields[#fields + 1] = inv
+end
+-- What rewind.lua needs to undo this event, kept while the undo hash covers the session (m:from set):
+-- the first seq of each invocation, the previous values of the session keys it sets and the previous
+-- versions of the artifacts it names (false: did not exist).
+if redis.call('HEXISTS', undo, 'm:from') == 1 then
+  local rec = {}
+  if redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
+    rec.i = inv
+  end
+  local s = tonumber(ARGV[13])
+  if s > 0 then
+    local names = {}
+    for j = 1, s do
+      names[j] = 's:' .. ARGV[12 + 2 * j]
+    end
+    local prev = redis.call('HMGET', sess, unpack(names))
+    rec.s = {}
+    for j = 1, s do
+      rec.s[2 * j - 1] = ARGV[12 + 2 * j]
+      rec.s[2 * j] = prev[j]
+    end
+  end
+  local j = 14 + 2 * s
+  j = j + 1 + 2 * tonumber(ARGV[j])
+  j = j + 1 + 2 * tonumber(ARGV[j])
+  local a = tonumber(ARGV[j])
+  if a > 0 then
+    local names, set = {}, {}
+    for n = 1, a do
+      names[n] = 'a:' .. ARGV[j + 2 * n - 1]
+      set[2 * n - 1] = names[n]
+      set[2 * n] = ARGV[j + 2 * n]
+    end
+    local prev = redis.call('HMGET', undo, unpack(names))
+    rec.a = {}
+    for n = 1, a do
+      rec.a[2 * n - 1] = ARGV[j + 2 * n - 1]
+      rec.a[2 * n] = prev[n] and tonumber(prev[n]) or false
+    end
+    redis.call('HSET', undo, unpack(set))
+  end
+  if rec.i or rec.s or rec.a then
+    redis.call('HSET', undo, seq, cjson.encode(rec))
+  end
+  if durable then
+    redis.call('PERSIST', undo)
+  end
 end
 redis.call('HSET', sess, unpack(fields))
 

@@ -7,6 +7,7 @@
 -- KEYS[5] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
 -- KEYS[7] -> change log       <ns>adk:{shard}:log
+-- KEYS[8] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- ARGV[1] -> create time in µs (also the incarnation of this id)
 -- ARGV[2] -> "1" when a database backs Redis (write the change log; missing user state means evicted)
 -- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw, for the change log and the user index)
@@ -28,7 +29,7 @@ if durable and redis.call('EXISTS', user) == 0 then
 end
 
 -- A tombstone (a delete not yet flushed) is replaced by the new incarnation.
-redis.call('DEL', sess, events, temp)
+redis.call('DEL', sess, events, temp, KEYS[8])
 
 local fields = {'m:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0}
 local n = tonumber(ARGV[8])
@@ -39,6 +40,13 @@ for _ = 1, n do
   i = i + 2
 end
 redis.call('HSET', sess, unpack(fields))
+
+-- Rewind bookkeeping starts with the first event; the create-time state is what rewinding before it restores.
+local c = {}
+for j = 0, n - 1 do
+  c[#c + 1] = cjson.encode(ARGV[9 + 2 * j]) .. ':' .. ARGV[10 + 2 * j]
+end
+redis.call('HSET', KEYS[8], 'm:from', 1, 'c', '{' .. table.concat(c, ',') .. '}')
 
 redis.call('HSETNX', user, 'm:rev', 0)
 local u = tonumber(ARGV[i])

@@ -6,6 +6,7 @@
 -- KEYS[4] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- KEYS[5] -> app index zset   <ns>adk:{shard}:as:<app>
 -- KEYS[6] -> change log       <ns>adk:{shard}:log
+-- KEYS[7] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- ARGV[1] -> "1" when a database backs Redis: leave a tombstone and log the delete for the flusher
 -- ARGV[2] -> now in µs (the incarnation to delete when the session is not cached)
 -- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw)
@@ -17,7 +18,7 @@ if meta[2] == '1' then
   return {0}
 end
 local existed = meta[1] and 1 or 0
-redis.call('DEL', sess, events, temp)
+redis.call('DEL', sess, events, temp, KEYS[7])
 redis.call('ZREM', uindex, ARGV[5])
 redis.call('ZREM', aindex, ARGV[6])
 if ARGV[1] == '1' then

@@ -7,8 +7,9 @@
 -- ARGV[1] -> keep events with timestamp >= this µs ("" = no bound)
 -- ARGV[2] -> keep the newest N of those (0 = all)
 -- ARGV[3] -> invocation id whose temp state to include ("" = none)
+-- ARGV[4] -> "1" when a database backs Redis (a missing user hash means evicted or flushed away)
 -- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat)};
---         {-1} not cached, {-2} deleted, {-5} cache incomplete (evicted keys).
+--         {-1} not cached, {-2} deleted, {-4} user state not cached, {-5} cache incomplete (evicted keys).
 -- Cost: O(log n + k) for n cached events and k returned.
 local sess, events, temp, user = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -22,6 +23,9 @@ if meta[1] == '1' then
 end
 if redis.call('ZCARD', events) ~= tonumber(meta[2]) then
   return {-5}
+end
+if ARGV[4] == '1' and redis.call('EXISTS', user) == 0 then
+  return {-4}
 end
 
 local after, n = ARGV[1], tonumber(ARGV[2])

@@ -35,3 +35,33 @@ var EndInvocation string
 //
 //go:embed app_apply.lua
 var AppApply string
+
+// Flushed records what the flusher wrote; see flushed.lua.
+//
+//go:embed flushed.lua
+var Flushed string
+
+// Hydrate puts a session read from the database back; see hydrate.lua.
+//
+//go:embed hydrate.lua
+var Hydrate string
+
+// HydrateState puts user or app state read from the database back; see hydrate_state.lua.
+//
+//go:embed hydrate_state.lua
+var HydrateState string
+
+// LeaseRenew renews a flusher's shard lease; see lease_renew.lua.
+//
+//go:embed lease_renew.lua
+var LeaseRenew string
+
+// LeaseRelease gives up a flusher's shard lease; see lease_release.lua.
+//
+//go:embed lease_release.lua
+var LeaseRelease string
+
+// Rewind appends a rewind event restoring an earlier state; see rewind.lua.
+//
+//go:embed rewind.lua
+var Rewind string

@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/loader"
+	"github.com/adksession/adksession/persist"
 )
 
 // AppendEvent appends ev to the session and applies its state delta, in one
@@ -70,11 +72,20 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 		App: sess.appName, User: sess.userID, SID: sess.id,
 		HandleRev: sess.rev, Concurrent: s.cfg.ConcurrentAppends, HandleLastTs: sess.lastTs,
 		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
-		Event: string(blob), Delta: delta,
+		Event: string(blob), Delta: delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
 	}
 	sess.mu.RUnlock()
 	res, err := s.cache.Append(ctx, args)
+	for attempt := 0; attempt < 2 && s.loader.Durable() && isRecoverable(err); attempt++ {
+		// Redis lost what the script needs (evicted, expired, flushed):
+		// put it back from the database, then append again.
+		if err = s.loader.Recover(ctx, sess.appName, sess.userID, sess.id, err); err == nil {
+			res, err = s.cache.Append(ctx, args)
+		}
+	}
 	switch {
+	case errors.Is(err, loader.ErrNotFound):
+		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, sess.id, sess.appName, sess.userID)
 	case errors.Is(err, cache.ErrStale):
 		return fmt.Errorf("%w: session %s: %v", ErrStaleSession, sess.id, err)
 	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
@@ -82,13 +93,28 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	case err != nil:
 		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
 	}
-	if err := s.cache.ApplyApp(ctx, sess.appName, stored.ID, delta.App); err != nil {
+	if err := s.applyApp(ctx, sess.appName, stored.ID, delta.App); err != nil {
 		return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
 	}
 
 	stored.Timestamp = time.UnixMicro(res.Ts).UTC()
 	*ev = *stored
 	return sess.applyAppended(ev, res, normalized)
+}
+
+// isRecoverable tells whether a script failed for want of data Redis lost.
+func isRecoverable(err error) bool {
+	return errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrIncomplete) ||
+		errors.Is(err, cache.ErrUserNotCached) || errors.Is(err, cache.ErrAppNotCached)
+}
+
+// applyApp applies the app: part of a delta (second step), putting the app
+// state back from the database first when Redis lost it.
+func (s *Service) applyApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
+	if s.db == nil {
+		return s.cache.ApplyApp(ctx, app, id, pairs)
+	}
+	return persist.ApplyAppState(ctx, s.db, s.cache, app, id, pairs)
 }
 
 // checkEvent validates the fields of an event that become columns.
@@ -110,44 +136,51 @@ func (s *Service) checkEvent(ev *Event) error {
 func (sess *Session) applyAppended(ev *Event, res *cache.AppendResult, normalized map[string]any) error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	// newer: no later append through this handle has been applied to it yet.
+	// Otherwise the handle already holds a later state than this result's,
+	// which must not replace it.
+	newer := res.Seq > sess.rev
 	if res.CaughtUp != nil {
-		// The handle was behind: take the stored session and user state,
-		// keep the app state it had, and add the events it missed.
+		// The handle was behind: add the events it missed and, unless it
+		// already holds a later state, take the stored session and user
+		// state, keeping the app state it had.
 		missed, err := decodeEvents(res.CaughtUp.Events)
 		if err != nil {
 			return err
 		}
-		fresh, err := mergedState(res.CaughtUp)
-		if err != nil {
-			return err
-		}
-		for k, v := range sess.state {
-			if hasPrefix(k, AppPrefix) || hasPrefix(k, TempPrefix) {
-				fresh[k] = v
-			}
-		}
-		sess.state = fresh
 		sess.events = mergeEvents(sess.events, missed)
-	}
-	if ev.InvocationID != sess.tempInv {
-		for k := range sess.state {
-			if hasPrefix(k, TempPrefix) {
-				delete(sess.state, k)
+		if newer {
+			fresh, err := mergedState(res.CaughtUp)
+			if err != nil {
+				return err
 			}
+			for k, v := range sess.state {
+				if hasPrefix(k, AppPrefix) || hasPrefix(k, TempPrefix) {
+					fresh[k] = v
+				}
+			}
+			sess.state = fresh
 		}
-		sess.tempInv = ev.InvocationID
 	}
-	if res.Seq > sess.rev {
+	if newer {
+		if ev.InvocationID != sess.tempInv {
+			for k := range sess.state {
+				if hasPrefix(k, TempPrefix) {
+					delete(sess.state, k)
+				}
+			}
+			sess.tempInv = ev.InvocationID
+		}
 		for k, v := range normalized {
 			sess.state[k] = v
 		}
 		sess.rev, sess.lastTs = res.Seq, res.Ts
 		sess.lastUpdate = ev.Timestamp
 	} else {
-		// A later append through this handle landed first: only temp and
-		// app keys of this event are news.
+		// A later append through this handle landed first: only app keys,
+		// and temp keys of the invocation the handle holds, are news.
 		for k, v := range normalized {
-			if hasPrefix(k, TempPrefix) || hasPrefix(k, AppPrefix) {
+			if hasPrefix(k, AppPrefix) || hasPrefix(k, TempPrefix) && ev.InvocationID == sess.tempInv {
 				sess.state[k] = v
 			}
 		}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -48,6 +49,8 @@ type Config struct {
 	// DisableFlusher keeps this process from running a flusher (others,
 	// such as `adksession flush`, drain the change log).
 	DisableFlusher bool
+	// Logger receives the flusher's warnings (default slog.Default()).
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,9 +127,10 @@ func (o *object) value(key string, v any) {
 }
 
 func (o *object) extra(m map[string]json.RawMessage, known func(string) bool) {
-	for k, v := range m {
+	// Sorted, so an event always marshals to the same bytes.
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !known(k) {
-			o.raw(k, v)
+			o.raw(k, m[k])
 		}
 	}
 }
@@ -368,11 +371,11 @@ func epochSeconds(t time.Time) []byte {
 		return []byte("0")
 	}
 	us := t.UnixMicro()
-	sec, frac := us/1e6, us%1e6
-	if frac < 0 {
-		sec, frac = sec-1, frac+1e6
+	sign := ""
+	if us < 0 {
+		sign, us = "-", -us
 	}
-	return []byte(fmt.Sprintf("%d.%06d", sec, frac))
+	return []byte(fmt.Sprintf("%s%d.%06d", sign, us/1e6, us%1e6))
 }
 
 // parseEpoch reads float epoch seconds (API form) to the microsecond. A

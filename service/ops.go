@@ -11,6 +11,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
+	"github.com/adksession/adksession/persist"
 )
 
 // CreateRequest asks for a new session.
@@ -78,13 +79,25 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkNotInDatabase(ctx, req.AppName, req.UserID, sid); err != nil {
+		return nil, err
+	}
 	now := time.Now().Truncate(time.Microsecond)
-	err = s.cache.Create(ctx, cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Delta: delta})
+	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Delta: delta}
+	err = s.cache.Create(ctx, args)
+	for attempt := 0; attempt < 2 && s.db != nil && isRecoverable(err); attempt++ {
+		if err = s.loader.Recover(ctx, req.AppName, req.UserID, sid, err); err == nil {
+			err = s.cache.Create(ctx, args)
+		}
+	}
 	switch {
 	case errors.Is(err, cache.ErrExists):
 		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrAlreadyExists, sid, req.AppName, req.UserID)
 	case err != nil:
 		return nil, fmt.Errorf("create session %s: %w", sid, err)
+	}
+	if err := s.applyApp(ctx, req.AppName, cache.CreateChangeID(args.CreateTime, req.UserID, sid), delta.App); err != nil {
+		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
 	}
 	// The handle sees the state as a Get would: with the app and user state
 	// other sessions wrote.
@@ -97,6 +110,25 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return &CreateResponse{Session: sess}, nil
 	}
 	return &CreateResponse{Session: resp.Session}, nil
+}
+
+// checkNotInDatabase refuses an id that only the database still holds
+// (evicted from Redis); a deleted one whose delete is not flushed yet is free.
+func (s *Service) checkNotInDatabase(ctx context.Context, app, user, sid string) error {
+	if s.db == nil {
+		return nil
+	}
+	ok, err := s.db.SessionExists(ctx, persist.SessionKey{AppName: app, UserID: user, SessionID: sid})
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", sid, err)
+	}
+	if !ok {
+		return nil
+	}
+	if dead, err := s.cache.Tombstoned(ctx, app, user, sid); err != nil || dead {
+		return err
+	}
+	return fmt.Errorf("%w: session %s of app %s, user %s", ErrAlreadyExists, sid, app, user)
 }
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
@@ -194,16 +226,31 @@ func (s *Service) List(ctx context.Context, req *ListRequest) (*ListResponse, er
 	var items []cache.ListItem
 	var next string
 	var err error
+	if err := s.completeIndex(ctx, req.AppName, req.UserID); err != nil {
+		return nil, err
+	}
 	if req.UserID != "" {
 		items, next, err = s.cache.ListUser(ctx, req.AppName, req.UserID, req.PageToken, size)
 	} else {
 		items, next, err = s.cache.ListApp(ctx, req.AppName, req.PageToken, size)
 	}
-	if err != nil {
+	if errors.Is(err, cache.ErrBadToken) {
 		return nil, fmt.Errorf("%w: PageToken: %v", ErrInvalidArgument, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	resp := &ListResponse{NextPageToken: next, Sessions: make([]*Session, 0, len(items))}
 	for _, it := range items {
+		if it.Snap == nil && s.db != nil {
+			// Indexed, but evicted: read it through.
+			if it.Snap, err = s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: it.User, SID: it.SID, After: -1, NumRecent: 1}); err != nil && !errors.Is(err, loader.ErrNotFound) {
+				return nil, fmt.Errorf("list sessions: %w", err)
+			}
+			if it.Snap != nil {
+				it.Snap.Events = nil
+			}
+		}
 		if it.Snap == nil {
 			continue
 		}
@@ -214,6 +261,21 @@ func (s *Service) List(ctx context.Context, req *ListRequest) (*ListResponse, er
 		resp.Sessions = append(resp.Sessions, sess)
 	}
 	return resp, nil
+}
+
+// completeIndex makes sure Redis's index of the sessions of a user (or of
+// the whole app) lists every session the database has, after Redis lost it.
+func (s *Service) completeIndex(ctx context.Context, app, user string) error {
+	if s.db == nil {
+		return nil
+	}
+	if user != "" {
+		if _, ok, err := s.cache.UserState(ctx, app, user); err != nil || ok {
+			return err
+		}
+		return s.loader.Recover(ctx, app, user, "", cache.ErrUserNotCached)
+	}
+	return s.loader.CompleteAppIndex(ctx, app)
 }
 
 // Delete removes a session and its events (app and user state stay).
@@ -237,9 +299,14 @@ func (s *Service) GetUserState(ctx context.Context, appName, userID string) (map
 	if err := checkID("UserID", userID, MaxIDBytes); err != nil {
 		return nil, err
 	}
-	m, _, err := s.cache.UserState(ctx, appName, userID)
+	m, ok, err := s.cache.UserState(ctx, appName, userID)
+	if err == nil && !ok && s.db != nil {
+		if err = s.loader.Recover(ctx, appName, userID, "", cache.ErrUserNotCached); err == nil {
+			m, _, err = s.cache.UserState(ctx, appName, userID)
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("get user state of %s: %w", userID, err)
 	}
 	return mergedState(&cache.Snapshot{State: m})
 }

@@ -9,33 +9,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
+	"github.com/adksession/adksession/persist"
 )
 
 // Service is a session service over one Redis deployment (and, with
 // Config.DatabaseURL, a database behind it). It is safe for concurrent use
 // by many goroutines; many processes may share the same Redis.
 type Service struct {
-	cfg    Config
-	rdb    redis.UniversalClient
-	cache  *cache.Store
-	loader *loader.Loader
+	cfg     Config
+	rdb     redis.UniversalClient
+	cache   *cache.Store
+	loader  *loader.Loader
+	db      *persist.Store   // nil without a database
+	flusher *persist.Flusher // nil without a database or with DisableFlusher
 }
 
-// Open connects to Redis (and the database), checks the deployment's key
-// layout and loads the scripts.
+// Open connects to Redis (and the database, whose schema must be migrated:
+// see Migrate), checks the deployment's key layout, loads the scripts and,
+// with a database, starts a flusher unless Config.DisableFlusher.
 func Open(ctx context.Context, cfg Config) (*Service, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
-	}
-	if cfg.DatabaseURL != "" {
-		return nil, fmt.Errorf("%w: Config.DatabaseURL: persistence is not available in this version; leave it empty", ErrInvalidArgument)
 	}
 	keys, err := cache.NewKeys(cfg.Namespace, cfg.Shards)
 	if err != nil {
@@ -54,9 +57,39 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("load scripts: %w", err)
 	}
-	s.cache = cache.NewStore(rdb, cache.Options{Keys: keys, Durable: cfg.DatabaseURL != "", TempTTL: cfg.TempTTL})
-	s.loader = loader.New(s.cache)
+	if cfg.DatabaseURL != "" {
+		if s.db, err = persist.Open(ctx, cfg.DatabaseURL); err != nil {
+			rdb.Close()
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+	}
+	s.cache = cache.NewStore(rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL})
+	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents})
+	if s.db != nil && !cfg.DisableFlusher {
+		s.flusher = s.NewFlusher(cfg.Logger)
+		s.flusher.Start(ctx)
+	}
 	return s, nil
+}
+
+// NewFlusher returns a flusher of this service's change log into its
+// database (nil without a database), for programs that run flushers of
+// their own, such as `adksession flush`. Start it with Start, end it with Stop.
+func (s *Service) NewFlusher(logger *slog.Logger) *persist.Flusher {
+	if s.db == nil {
+		return nil
+	}
+	return persist.NewFlusher(s.db, s.cache, persist.FlusherOptions{
+		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL,
+		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger,
+	})
+}
+
+// Migrate creates or upgrades the database schema at databaseURL (ADK's
+// v1 schema plus adksession's bookkeeping tables). It is idempotent and safe
+// to run from several processes at once.
+func Migrate(ctx context.Context, databaseURL string) error {
+	return persist.Migrate(ctx, databaseURL)
 }
 
 // checkLayout records the shard count of the deployment on first use and
@@ -77,13 +110,70 @@ func (s *Service) checkLayout(ctx context.Context, keys cache.Keys) error {
 }
 
 // Flush returns once everything acknowledged before the call is in the
-// database. Without a database it returns nil at once.
+// database, or ctx's error. The flushers (this process's, or others' such as
+// `adksession flush`) do the writing; Flush waits for them. Without a
+// database it returns nil at once.
 func (s *Service) Flush(ctx context.Context) error {
-	return nil
+	if s.db == nil {
+		return nil
+	}
+	last, err := s.cache.LastChangeIDs(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		var passed <-chan struct{}
+		if s.flusher != nil {
+			passed = s.flusher.Passed()
+			s.flusher.Kick()
+		}
+		first, err := s.cache.FirstChangeIDs(ctx)
+		if err != nil {
+			return err
+		}
+		done := true
+		for i := range last {
+			if last[i] != "" && first[i] != "" && cache.CompareStreamIDs(first[i], last[i]) <= 0 {
+				done = false
+				break
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("flush: %w", ctx.Err())
+		case <-passed:
+		case <-time.After(50 * time.Millisecond): // flushers of other processes
+		}
+	}
 }
 
-// Close releases the connections. With a database it first drains the
-// write-behind, bounded by ctx.
+// Close stops this process's flusher after it drained what is pending
+// (bounded by ctx), then releases the connections.
+// Shutdown order: callers stop appending first; then flusher, then pools.
 func (s *Service) Close(ctx context.Context) error {
-	return errors.Join(s.Flush(ctx), s.rdb.Close())
+	var errs []error
+	if s.flusher != nil {
+		errs = append(errs, s.flusher.Stop(ctx))
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	errs = append(errs, s.rdb.Close())
+	return errors.Join(errs...)
+}
+
+// Backlog reports the write-behind's unflushed entries, lag and dead letters.
+func (s *Service) Backlog(ctx context.Context) (cache.Backlog, error) {
+	return s.cache.Backlog(ctx)
+}
+
+// FlusherStats are the counters of this process's flusher (zero without one).
+func (s *Service) FlusherStats() persist.FlusherStats {
+	if s.flusher == nil {
+		return persist.FlusherStats{}
+	}
+	return s.flusher.Stats()
 }

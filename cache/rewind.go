@@ -1,0 +1,92 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Return codes of rewind.lua beyond the shared ones.
+const (
+	codeNoInvocation   = -6
+	codeUndoIncomplete = -7
+)
+
+// ErrInvocationNotFound: the invocation to rewind before has no event in the session.
+var ErrInvocationNotFound = errors.New("adksession: invocation not found in session")
+
+// UndoIncompleteError is Rewind's answer when the undo records do not reach
+// the rewind point (they were trimmed with the events older than the cached
+// tail, or lost when Redis evicted them): the caller computes the deltas
+// from the full history and calls Rewind again with RewindArgs.Computed.
+type UndoIncompleteError struct {
+	// CreateState is the session's create-time state as a JSON object,
+	// "" when Redis no longer holds it.
+	CreateState string
+}
+
+func (e *UndoIncompleteError) Error() string {
+	return "adksession: undo records do not reach the rewind point"
+}
+
+// RewindDelta is a rewind's state and artifact delta computed by the caller
+// from the full history, valid at revision Rev.
+type RewindDelta struct {
+	Rev       int64
+	State     []Pair // session key -> JSON value (null for keys that did not exist)
+	Artifacts []Pair // file name -> version (-1 for files that did not exist)
+}
+
+// RewindArgs are the inputs of Rewind.
+type RewindArgs struct {
+	App, User, SID string
+	Before         string // the invocation to rewind before
+	InvocationID   string // of the rewind event
+	Ts             int64  // µs
+	// EventHead and EventTail are the rewind event's JSON around its deltas:
+	// EventHead ends with `"stateDelta":`, EventTail follows the artifact
+	// delta's value.
+	EventHead, EventTail string
+	// Computed, when set, is the delta to write instead of the one the undo
+	// records give; refused with ErrStale when the session moved past Rev.
+	Computed *RewindDelta
+}
+
+// RewindResult is the appended rewind event.
+type RewindResult struct {
+	Seq, Ts int64
+	Event   string // its JSON as stored
+}
+
+// Rewind appends a rewind event in one script: it restores the session
+// state and artifact versions of the point just before the first event of
+// a.Before (see rewind.lua). Errors: ErrNotCached, ErrDeleted, ErrIncomplete,
+// ErrInvocationNotFound, *UndoIncompleteError, ErrStale (only with Computed).
+func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
+	k := s.keys.Session(a.App, a.User, a.SID)
+	args := []any{a.Before, a.InvocationID, a.Ts, a.EventHead, a.EventTail, boolArg(s.durable), a.App, a.User, a.SID}
+	if a.Computed == nil {
+		args = append(args, "")
+	} else {
+		args = append(args, a.Computed.Rev)
+		args = appendPairs(args, a.Computed.State)
+		args = appendPairs(args, a.Computed.Artifacts)
+	}
+	v, err := rewindScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("rewind script: %w", err)
+	}
+	switch code := v[0].(int64); code {
+	case codeOK:
+		return &RewindResult{Seq: v[1].(int64), Ts: v[2].(int64), Event: v[3].(string)}, nil
+	case codeNoInvocation:
+		return nil, ErrInvocationNotFound
+	case codeUndoIncomplete:
+		c, _ := v[1].(string)
+		return nil, &UndoIncompleteError{CreateState: c}
+	case codeStale:
+		return nil, fmt.Errorf("%w: stored revision %d, delta computed at %d", ErrStale, v[1].(int64), a.Computed.Rev)
+	default:
+		return nil, codeError(code, ErrNotCached)
+	}
+}

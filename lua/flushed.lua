@@ -1,0 +1,66 @@
+-- flushed.lua: records that a session's changes up to a revision are in the
+-- database; trims flushed events beyond the cache limit; lets idle, fully
+-- flushed keys expire; removes a flushed tombstone.
+--
+-- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
+-- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
+-- KEYS[3] -> user state hash  <ns>adk:{shard}:u:<app>:<user>
+-- ARGV[1] -> incarnation the flushed changes belong to
+-- ARGV[2] -> last seq now in the database ("" for a flushed delete)
+-- ARGV[3] -> user-state revision now in the database ("" = none flushed)
+-- ARGV[4] -> TTL in ms for idle, fully flushed keys
+-- ARGV[5] -> most flushed events to keep cached
+-- Returns the number of events trimmed.
+local sess, events, user = KEYS[1], KEYS[2], KEYS[3]
+local ttl, keep = ARGV[4], tonumber(ARGV[5])
+
+if ARGV[3] ~= '' and redis.call('EXISTS', user) == 1 then
+  local ufl = tonumber(redis.call('HGET', user, 'm:fl') or '0')
+  local urev = tonumber(redis.call('HGET', user, 'm:rev') or '0')
+  local flushed = tonumber(ARGV[3])
+  if flushed > ufl then
+    redis.call('HSET', user, 'm:fl', flushed)
+    ufl = flushed
+  end
+  if ufl >= urev then
+    redis.call('PEXPIRE', user, ttl)
+  end
+end
+
+local meta = redis.call('HMGET', sess, 'm:inc', 'm:del', 'm:fl', 'm:rev', 'm:cnt', 'm:first')
+if meta[1] ~= ARGV[1] then
+  return 0 -- gone, or re-created since: the newer incarnation has its own entries
+end
+if meta[2] == '1' then
+  if ARGV[2] == '' then
+    redis.call('DEL', sess)
+  end
+  return 0
+end
+if ARGV[2] == '' then
+  return 0
+end
+
+local fl, rev, cnt, first = tonumber(meta[3]), tonumber(meta[4]), tonumber(meta[5]), tonumber(meta[6])
+local seq = tonumber(ARGV[2])
+if seq > fl then
+  fl = seq
+  redis.call('HSET', sess, 'm:fl', fl)
+end
+
+local trim = 0
+if cnt > keep then
+  trim = math.min(cnt - keep, fl - first + 1)
+  if trim > 0 then
+    redis.call('ZREMRANGEBYRANK', events, 0, trim - 1)
+    redis.call('HSET', sess, 'm:first', first + trim, 'm:cnt', cnt - trim)
+  else
+    trim = 0
+  end
+end
+
+if fl >= rev then
+  redis.call('PEXPIRE', sess, ttl)
+  redis.call('PEXPIRE', events, ttl)
+end
+return trim

@@ -1,0 +1,236 @@
+-- rewind.lua: appends a rewind event that restores the session state and artifact versions of the point just
+-- before the first event of an invocation, in one step.
+--
+-- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
+-- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
+-- KEYS[3] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid>
+-- KEYS[4] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
+-- KEYS[5] -> change log       <ns>adk:{shard}:log
+-- KEYS[6] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
+-- ARGV[1] -> invocation to rewind before
+-- ARGV[2] -> invocation id of the rewind event ("e-<uuid>")
+-- ARGV[3] -> event timestamp in µs (moved to previous + 1 when not after the previous event)
+-- ARGV[4] -> the rewind event's JSON up to its state delta (ends with '"stateDelta":')
+-- ARGV[5] -> the rest of its JSON after its artifact delta
+-- ARGV[6] -> "1" when a database backs Redis (write the change log; drop TTLs)
+-- ARGV[7], ARGV[8], ARGV[9] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[10] -> "" to compute the deltas from the undo records; otherwise the revision (last seq) the deltas
+--             below were computed at (from the full history, when the undo records do not reach the point)
+-- ARGV[11] -> number of state pairs S, then S pairs (key, JSON value), then A, then A pairs (file, version);
+--             only when ARGV[10] is not ""
+-- Returns {0, seq, ts, event JSON} appended;
+--         {-1} not cached, {-2} deleted, {-5} cache incomplete (evicted keys): load, then retry;
+--         {-6} the invocation is not in the session;
+--         {-7, create-time state JSON or false} the undo records do not reach the point: compute the
+--           deltas from the full history and call again with ARGV[10];
+--         {-3, rev} ARGV[10] is not the current revision (an append came in between; nothing written).
+-- Cost: O(k) for the k events undone (and the keys and files they touched), whatever the history length.
+local sess, events, temp, uindex, log, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local durable = ARGV[6] == '1'
+
+local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc')
+if not meta[1] then
+  if meta[5] == '1' then
+    return {-2}
+  end
+  return {-1}
+end
+local rev, ut, cnt = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3])
+if redis.call('ZCARD', events) ~= cnt then
+  return {-5}
+end
+
+-- hmget reads many fields of a hash, in chunks that unpack can take.
+local function hmget(key, fields)
+  local out = {}
+  for lo = 1, #fields, 1000 do
+    local part = redis.call('HMGET', key, unpack(fields, lo, math.min(lo + 999, #fields)))
+    for j = 1, #part do
+      out[#out + 1] = part[j]
+    end
+  end
+  return out
+end
+
+-- absent normalizes an artifact version: nil for a file without one (never set, or -1 set by a rewind).
+local function version(v)
+  v = tonumber(v)
+  if v == nil or v < 0 then
+    return nil
+  end
+  return v
+end
+
+local skeys, svals, files, fvers = {}, {}, {}, {}
+if ARGV[10] == '' then
+  local u = redis.call('HMGET', undo, 'm:from', 'i:' .. ARGV[1])
+  if not u[1] then
+    return {-7, false}
+  end
+  local from, p = tonumber(u[1]), u[2]
+  if not p then
+    if from == 1 then
+      return {-6}
+    end
+    return {-7, redis.call('HGET', undo, 'c')}
+  end
+  p = tonumber(p)
+  if p < from then
+    return {-7, redis.call('HGET', undo, 'c')}
+  end
+  -- Walk back from the newest event to the point; the oldest previous value of a key is its value then.
+  local at, atf = {}, {}
+  local seqs = {}
+  for q = rev, p, -1 do
+    seqs[#seqs + 1] = q
+  end
+  local recs = hmget(undo, seqs)
+  for j = 1, #seqs do
+    if recs[j] then
+      local r = cjson.decode(recs[j])
+      if r.s then
+        for n = 1, #r.s, 2 do
+          at[r.s[n]] = r.s[n + 1]
+        end
+      end
+      if r.a then
+        for n = 1, #r.a, 2 do
+          atf[r.a[n]] = r.a[n + 1]
+        end
+      end
+    end
+  end
+  local names = {}
+  for k in pairs(at) do
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  local fields = {}
+  for j = 1, #names do
+    fields[j] = 's:' .. names[j]
+  end
+  local cur = hmget(sess, fields)
+  for j = 1, #names do
+    local was, now = at[names[j]], cur[j]
+    if was == false or was == 'null' then
+      -- Did not exist then (ADK treats null as absent): null, as ADK's rewind writes, unless null now.
+      if now and now ~= 'null' then
+        skeys[#skeys + 1], svals[#svals + 1] = names[j], 'null'
+      end
+    elseif was ~= now then
+      skeys[#skeys + 1], svals[#svals + 1] = names[j], was
+    end
+  end
+  local fnames = {}
+  for f in pairs(atf) do
+    fnames[#fnames + 1] = f
+  end
+  table.sort(fnames)
+  fields = {}
+  for j = 1, #fnames do
+    fields[j] = 'a:' .. fnames[j]
+  end
+  cur = hmget(undo, fields)
+  for j = 1, #fnames do
+    local was, now = version(atf[fnames[j]]), version(cur[j])
+    if was ~= now then
+      files[#files + 1], fvers[#fvers + 1] = fnames[j], was or -1
+    end
+  end
+else
+  if tonumber(ARGV[10]) ~= rev then
+    return {-3, rev}
+  end
+  local i = 12
+  for _ = 1, tonumber(ARGV[11]) do
+    skeys[#skeys + 1], svals[#svals + 1] = ARGV[i], ARGV[i + 1]
+    i = i + 2
+  end
+  local n = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, n do
+    files[#files + 1], fvers[#fvers + 1] = ARGV[i], tonumber(ARGV[i + 1])
+    i = i + 2
+  end
+end
+
+-- Append the rewind event as append.lua appends any event.
+local ts = tonumber(ARGV[3])
+if rev > 0 and ts <= ut then
+  ts = ut + 1
+end
+local seq = rev + 1
+local inv = ARGV[2]
+
+local sd, ad = {}, {}
+for j = 1, #skeys do
+  sd[j] = cjson.encode(skeys[j]) .. ':' .. svals[j]
+end
+for j = 1, #files do
+  ad[j] = cjson.encode(files[j]) .. ':' .. string.format('%d', fvers[j])
+end
+local json = ARGV[4] .. '{' .. table.concat(sd, ',') .. '},"artifactDelta":{' .. table.concat(ad, ',') .. '}' .. ARGV[5]
+
+if redis.call('HEXISTS', undo, 'm:from') == 1 then
+  local rec = {}
+  if redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
+    rec.i = inv
+  end
+  if #skeys > 0 then
+    local fields = {}
+    for j = 1, #skeys do
+      fields[j] = 's:' .. skeys[j]
+    end
+    local prev = hmget(sess, fields)
+    rec.s = {}
+    for j = 1, #skeys do
+      rec.s[2 * j - 1], rec.s[2 * j] = skeys[j], prev[j]
+    end
+  end
+  if #files > 0 then
+    local fields, set = {}, {}
+    for j = 1, #files do
+      fields[j] = 'a:' .. files[j]
+      set[2 * j - 1], set[2 * j] = fields[j], fvers[j]
+    end
+    local prev = hmget(undo, fields)
+    rec.a = {}
+    for j = 1, #files do
+      rec.a[2 * j - 1], rec.a[2 * j] = files[j], prev[j] and tonumber(prev[j]) or false
+    end
+    for lo = 1, #set, 1000 do
+      redis.call('HSET', undo, unpack(set, lo, math.min(lo + 999, #set)))
+    end
+  end
+  if rec.i or rec.s or rec.a then
+    redis.call('HSET', undo, seq, cjson.encode(rec))
+  end
+end
+
+local fields = {'m:rev', seq, 'm:ut', ts, 'm:cnt', cnt + 1}
+if meta[4] ~= inv then
+  redis.call('DEL', temp)
+  fields[#fields + 1] = 'm:tinv'
+  fields[#fields + 1] = inv
+end
+redis.call('HSET', sess, unpack(fields))
+local set = {}
+for j = 1, #skeys do
+  set[#set + 1] = 's:' .. skeys[j]
+  set[#set + 1] = svals[j]
+end
+for lo = 1, #set, 1000 do
+  redis.call('HSET', sess, unpack(set, lo, math.min(lo + 999, #set)))
+end
+
+redis.call('ZADD', events, ts, seq .. ':' .. json)
+redis.call('ZADD', uindex, ts, ARGV[9])
+
+if durable then
+  redis.call('PERSIST', sess)
+  redis.call('PERSIST', events)
+  redis.call('PERSIST', uindex)
+  redis.call('PERSIST', undo)
+  redis.call('XADD', log, '*', 'k', 'a', 'a', ARGV[7], 'u', ARGV[8], 'i', ARGV[9], 'n', meta[6], 'q', seq, 't', ts)
+end
+return {0, seq, ts, json}

@@ -1,0 +1,289 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/loader"
+)
+
+// RewindRequest names a session and the invocation to rewind before.
+type RewindRequest struct {
+	AppName, UserID, SessionID string
+	// BeforeInvocationID: the session goes back to the point just before
+	// the first event of this invocation.
+	BeforeInvocationID string
+}
+
+// rewindAttempts bounds how often a rewind computed from the full history
+// is retried when appends keep landing between the read and the write.
+const rewindAttempts = 5
+
+// deltasMarker is where the rewind event's JSON gets its deltas.
+var deltasMarker = []byte(`"stateDelta":{},"artifactDelta":{}`)
+
+// Rewind restores the session-scoped state and the artifact versions of
+// the point just before the first event of invocation BeforeInvocationID,
+// by appending one rewind event (author "user", invocation id "e-<uuid>",
+// Actions.RewindBeforeInvocationID set, a StateDelta that sets changed keys
+// back and keys that did not exist then to null, an ArtifactDelta naming the
+// version each changed file had then, -1 for files that did not exist). It
+// returns that event.
+//
+// Unlike ADK's Runner.rewind_async it is atomic (one Redis script: no
+// reader sees half a rewind, and a concurrent append lands wholly before or
+// after it), it keeps the session's create-time state, and its cost grows
+// with the number of events undone, not with the history length. App and
+// user state are not rewound. Rewound events stay stored; VisibleEvents
+// hides them. An unknown session or invocation is ErrNotFound. Handles of
+// the session obtained before the rewind are stale afterwards.
+//
+// When the point is older than what Redis keeps undo records for (events
+// trimmed from the cache, or a session read back from the database), the
+// deltas are computed from the full history instead, as ADK does.
+func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: rewind request: nil", ErrInvalidArgument)
+	}
+	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
+		return nil, err
+	}
+	if err := checkID("BeforeInvocationID", req.BeforeInvocationID, MaxInvocationIDBytes); err != nil {
+		return nil, err
+	}
+	ev := &Event{
+		ID:           uuid.NewString(),
+		InvocationID: "e-" + uuid.NewString(),
+		Author:       "user",
+		Timestamp:    time.Now().Truncate(time.Microsecond).UTC(),
+		Actions:      EventActions{RewindBeforeInvocationID: req.BeforeInvocationID},
+	}
+	blob, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+	}
+	head, tail, ok := bytes.Cut(blob, deltasMarker)
+	if !ok {
+		return nil, fmt.Errorf("rewind session %s: event JSON has no empty deltas: %s", req.SessionID, blob)
+	}
+	args := cache.RewindArgs{
+		App: req.AppName, User: req.UserID, SID: req.SessionID,
+		Before: req.BeforeInvocationID, InvocationID: ev.InvocationID, Ts: ev.Timestamp.UnixMicro(),
+		EventHead: string(head) + `"stateDelta":`, EventTail: string(tail),
+	}
+	loaded, createState := false, ""
+	for attempt := 1; ; attempt++ {
+		res, err := s.cache.Rewind(ctx, args)
+		var cold *cache.UndoIncompleteError
+		switch {
+		case err == nil:
+			return rewindEvent(res)
+		case errors.Is(err, cache.ErrInvocationNotFound):
+			return nil, s.unknownInvocation(req)
+		case !loaded && (errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrDeleted) || errors.Is(err, cache.ErrIncomplete)):
+			// Let the loader bring the session back from the database (or
+			// say it does not exist), then try again.
+			if err := s.loadForRewind(ctx, req); err != nil {
+				return nil, err
+			}
+			loaded = true
+		case errors.As(err, &cold):
+			createState = cold.CreateState
+			if args.Computed, err = s.rewindFromHistory(ctx, req, createState); err != nil {
+				return nil, err
+			}
+		case args.Computed != nil && errors.Is(err, cache.ErrStale) && attempt < rewindAttempts:
+			// An append landed between the history read and the write.
+			if args.Computed, err = s.rewindFromHistory(ctx, req, createState); err != nil {
+				return nil, err
+			}
+		case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
+			return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+		default:
+			return nil, fmt.Errorf("rewind session %s before invocation %s: %w", req.SessionID, req.BeforeInvocationID, err)
+		}
+	}
+}
+
+// rewindEvent decodes the appended rewind event; the cache's timestamp is
+// authoritative.
+func rewindEvent(res *cache.RewindResult) (*Event, error) {
+	ev := &Event{}
+	if err := json.Unmarshal([]byte(res.Event), ev); err != nil {
+		return nil, fmt.Errorf("rewind event %d: %w", res.Seq, err)
+	}
+	ev.Timestamp = time.UnixMicro(res.Ts).UTC()
+	return ev, nil
+}
+
+func (s *Service) unknownInvocation(req *RewindRequest) error {
+	return fmt.Errorf("%w: invocation %s in session %s of app %s, user %s", ErrNotFound, req.BeforeInvocationID, req.SessionID, req.AppName, req.UserID)
+}
+
+// loadForRewind reads the session through the loader, which rehydrates
+// Redis from the database when it has the session.
+func (s *Service) loadForRewind(ctx context.Context, req *RewindRequest) error {
+	_, err := s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1, NumRecent: 1})
+	switch {
+	case errors.Is(err, loader.ErrNotFound):
+		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+	case err != nil:
+		return fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+	}
+	return nil
+}
+
+// rewindHistory is the cold path's source: every event of the session
+// (sequence numbers 1..Rev) and its current state. It reads through the
+// loader, which serves the events older than Redis's cached tail from the
+// database; until the loader does, a history that does not start at the
+// first event is refused rather than replayed from the middle.
+func (s *Service) rewindHistory(ctx context.Context, req *RewindRequest) (*cache.Snapshot, error) {
+	snap, err := s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1})
+	switch {
+	case errors.Is(err, loader.ErrNotFound):
+		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+	case err != nil:
+		return nil, fmt.Errorf("rewind session %s: read history: %w", req.SessionID, err)
+	}
+	for i, r := range snap.Events {
+		if r.Seq != int64(i+1) {
+			return nil, fmt.Errorf("rewind session %s: history read has event %d where %d belongs: the events older than the cached ones are not available", req.SessionID, r.Seq, i+1)
+		}
+	}
+	if int64(len(snap.Events)) != snap.Rev {
+		return nil, fmt.Errorf("rewind session %s: history read has %d events, the session %d", req.SessionID, len(snap.Events), snap.Rev)
+	}
+	return snap, nil
+}
+
+// rewindFromHistory computes a rewind's deltas as ADK does, by replaying
+// the events before the point, but from the create-time state (when Redis
+// still knows it) instead of an empty one.
+func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, createState string) (*cache.RewindDelta, error) {
+	snap, err := s.rewindHistory(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	events, err := decodeEvents(snap.Events)
+	if err != nil {
+		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+	}
+	p := slices.IndexFunc(events, func(e *Event) bool { return e.InvocationID == req.BeforeInvocationID })
+	if p < 0 {
+		return nil, s.unknownInvocation(req)
+	}
+	base := map[string]json.RawMessage{}
+	if createState != "" {
+		if err := json.Unmarshal([]byte(createState), &base); err != nil {
+			return nil, fmt.Errorf("rewind session %s: create-time state: %w", req.SessionID, err)
+		}
+	}
+	then := map[string]any{}
+	for k, v := range base {
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return nil, fmt.Errorf("rewind session %s: create-time state %q: %w", req.SessionID, k, err)
+		}
+		then[k] = x
+	}
+	thenFiles, nowFiles := map[string]int64{}, map[string]int64{}
+	for i, e := range events {
+		for f, v := range e.Actions.ArtifactDelta {
+			if i < p {
+				thenFiles[f] = v
+			}
+			nowFiles[f] = v
+		}
+		if i >= p {
+			continue
+		}
+		for k, v := range e.Actions.StateDelta {
+			if isSessionKey(k) {
+				then[k] = v
+			}
+		}
+	}
+	now := map[string]any{}
+	for k, v := range snap.State {
+		var x any
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			return nil, fmt.Errorf("rewind session %s: state %q: %w", req.SessionID, k, err)
+		}
+		now[k] = x
+	}
+	d := &cache.RewindDelta{Rev: snap.Rev}
+	for _, k := range slices.Sorted(maps.Keys(mergeKeys(then, now))) {
+		was, wasSet := then[k]
+		cur, curSet := now[k]
+		switch {
+		case !wasSet || was == nil:
+			if curSet && cur != nil {
+				d.State = append(d.State, cache.Pair{Key: k, Value: "null"})
+			}
+		case !curSet || !reflect.DeepEqual(was, cur):
+			b, err := json.Marshal(was)
+			if err != nil {
+				return nil, fmt.Errorf("rewind session %s: state %q: %w", req.SessionID, k, err)
+			}
+			d.State = append(d.State, cache.Pair{Key: k, Value: string(b)})
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(nowFiles)) {
+		if hasPrefix(f, UserPrefix) {
+			continue
+		}
+		was, ok := thenFiles[f]
+		if !ok || was < 0 {
+			was = -1
+		}
+		cur := nowFiles[f]
+		if cur < 0 {
+			cur = -1
+		}
+		if was != cur {
+			d.Artifacts = append(d.Artifacts, cache.Pair{Key: f, Value: strconv.FormatInt(was, 10)})
+		}
+	}
+	return d, nil
+}
+
+// isSessionKey tells whether a state key is session-scoped (no app:,
+// user: or temp: prefix).
+func isSessionKey(k string) bool {
+	return !hasPrefix(k, AppPrefix) && !hasPrefix(k, UserPrefix) && !hasPrefix(k, TempPrefix)
+}
+
+func mergeKeys(a, b map[string]any) map[string]bool {
+	m := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		m[k] = true
+	}
+	for k := range b {
+		m[k] = true
+	}
+	return m
+}
+
+// sessionArtifacts are the artifact versions of an event that a rewind
+// restores: all but user-scoped ("user:") files, as ADK.
+func sessionArtifacts(delta map[string]int64) []cache.Pair {
+	var out []cache.Pair
+	for _, f := range slices.Sorted(maps.Keys(delta)) {
+		if !hasPrefix(f, UserPrefix) {
+			out = append(out, cache.Pair{Key: f, Value: strconv.FormatInt(delta[f], 10)})
+		}
+	}
+	return out
+}
