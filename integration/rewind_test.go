@@ -19,6 +19,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
 )
 
@@ -462,6 +463,63 @@ func runRewind(t *testing.T, url string) {
 			}
 		}
 	})
+}
+
+// TestRewindFromDatabase rewinds sessions whose rewound events are only in
+// Postgres: older than the cached tail, and evicted from Redis altogether.
+func TestRewindFromDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.RedisURL(t)
+	ns := testenv.UniqueName(t, "rwdb") + ":"
+	db := testenv.FreshDatabase(t)
+	require.NoError(t, persist.Migrate(ctx, db))
+	svc, err := service.Open(ctx, service.Config{RedisURL: url, Namespace: ns, DatabaseURL: db, MaxCachedEvents: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, svc.Close(ctx)) })
+	e := &rwEnv{t: t, ctx: ctx, svc: svc, ns: ns, url: url}
+	rdb := rwClient(t, url)
+	keys, err := cache.NewKeys(ns, 0)
+	require.NoError(t, err)
+	create := map[string]any{"k": "c", "keep": 1.0}
+	build := func(sid string) {
+		e.create(sid, create)
+		for i, inv := range []string{"A", "B", "C", "D", "E", "F"} {
+			e.step(sid, inv, map[string]any{"k": inv, inv: float64(i)}, map[string]int64{"f": int64(i)})
+		}
+	}
+	build("trimmed")
+	build("evicted")
+	require.NoError(t, svc.Flush(ctx))
+
+	// Only the 2 newest events are cached; the undo records reach further.
+	k := keys.Session("app", "u", "trimmed")
+	n, err := rdb.ZCard(ctx, k.Events).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n, "the flusher trimmed the cached tail")
+	events := allEvents(e.get("trimmed"))
+	require.Len(t, events, 6, "Get reads the older events from the database")
+	wantDelta, wantFiles := modelRewind(create, events, "B")
+	ev := e.rewind("trimmed", "B")
+	require.Equal(t, wantDelta, ev.Actions.StateDelta)
+	require.Equal(t, wantFiles, ev.Actions.ArtifactDelta)
+	require.Equal(t, map[string]any{"k": "A", "keep": 1.0, "A": 0.0, "B": nil, "C": nil, "D": nil, "E": nil, "F": nil}, sessionState(e.get("trimmed")))
+
+	// Evicted: every Redis key of the session is gone; the rewind reads it
+	// back from the database and replays its history. The create-time
+	// state went with the undo hash, so it replays from an empty state, as
+	// ADK does: "keep" (set only at creation) becomes null.
+	k = keys.Session("app", "u", "evicted")
+	require.NoError(t, rdb.Del(ctx, k.Session, k.Events, k.Undo).Err())
+	ev = e.rewind("evicted", "B")
+	require.Equal(t, map[string]any{"k": "A", "B": nil, "C": nil, "D": nil, "E": nil, "F": nil, "keep": nil}, ev.Actions.StateDelta)
+	require.Equal(t, map[string]int64{"f": 0}, ev.Actions.ArtifactDelta)
+	require.NoError(t, svc.Flush(ctx))
+	require.NoError(t, rdb.Del(ctx, k.Session, k.Events, k.Undo).Err())
+	sess := e.get("evicted")
+	require.Equal(t, map[string]any{"k": "A", "A": 0.0, "B": nil, "C": nil, "D": nil, "E": nil, "F": nil, "keep": nil}, sessionState(sess),
+		"the rewind event reached the database like any event")
+	require.Equal(t, []string{"A"}, invocations(service.VisibleEvents(allEvents(sess))))
 }
 
 func invocations(events []*service.Event) []string {
