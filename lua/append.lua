@@ -12,7 +12,8 @@
 --            return the events after this score bound ("(<µs of the handle's last event>" or "-inf")
 -- ARGV[3] -> event timestamp in µs (moved to previous + 1 when not after the previous event)
 -- ARGV[4] -> invocation id
--- ARGV[5] -> the event as JSON (temp: keys already removed from its state delta)
+-- ARGV[5] -> the event as JSON (temp: keys already removed from its state delta); when its timestamp is moved,
+--            its top-level "timestamp" is rewritten to the stored one
 -- ARGV[6] -> TTL of the temp hash in ms
 -- ARGV[7] -> "1" when a database backs Redis (write the change log; drop TTLs; missing user state means evicted)
 -- ARGV[8], ARGV[9], ARGV[10] -> app name, user id, session id (raw, for the change log and the user index)
@@ -147,7 +148,22 @@ if t > 0 then
   redis.call('PEXPIRE', temp, ARGV[6])
 end
 
-redis.call('ZADD', events, ts, seq .. ':' .. ARGV[5])
+local event = ARGV[5]
+if ts ~= tonumber(ARGV[3]) then
+  -- The event was moved after the previous one: its JSON carries the timestamp it is stored under.
+  -- The top-level "timestamp" is the first one: only strings (id, invocationId, author, branch) precede it.
+  local from, to = string.find(event, ',"timestamp":[%d%.%-+eE]+')
+  if from then
+    local sign, abs = '', ts
+    if ts < 0 then
+      sign, abs = '-', -ts
+    end
+    event = string.sub(event, 1, from - 1) ..
+      string.format(',"timestamp":%s%d.%06d', sign, math.floor(abs / 1000000), abs % 1000000) ..
+      string.sub(event, to + 1)
+  end
+end
+redis.call('ZADD', events, ts, seq .. ':' .. event)
 redis.call('ZADD', uindex, ts, ARGV[10])
 
 if durable then
