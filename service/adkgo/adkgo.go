@@ -24,7 +24,7 @@ import (
 )
 
 // listPageSize is the page size List reads service.List with.
-const listPageSize = 1000
+const listPageSize = 500
 
 // New returns an adk-go session.Service over svc. It is safe for
 // concurrent use, like svc; it does not own svc (close svc yourself).
@@ -33,10 +33,13 @@ const listPageSize = 1000
 // service.ErrAlreadyExists, service.ErrStaleSession, ...), so errors.Is
 // works on them.
 func New(svc *service.Service) session.Service {
-	return &sessionService{svc: svc}
+	return &sessionService{svc: svc, pageSize: listPageSize}
 }
 
-type sessionService struct{ svc *service.Service }
+type sessionService struct {
+	svc      *service.Service
+	pageSize int
+}
 
 var _ session.Service = (*sessionService)(nil)
 
@@ -90,7 +93,7 @@ func (s *sessionService) List(ctx context.Context, req *session.ListRequest) (*s
 	token := ""
 	for {
 		page, err := s.svc.List(ctx, &service.ListRequest{
-			AppName: req.AppName, UserID: req.UserID, PageSize: listPageSize, PageToken: token,
+			AppName: req.AppName, UserID: req.UserID, PageSize: s.pageSize, PageToken: token,
 		})
 		if err != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package adkgo_test
+package adkgo
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
-	"github.com/adksession/adksession/service/adkgo"
 )
 
 // backends are the Redis deployments every test here runs against.
@@ -40,7 +39,7 @@ func TestADKGoConformance(t *testing.T) {
 			url := b.url(t)
 			sessiontestsuite.RunServiceTests(t, sessiontestsuite.SuiteOptions{SupportsUserProvidedSessionID: true},
 				func(t *testing.T) session.Service {
-					return adkgo.New(openService(t, service.Config{RedisURL: url, Namespace: testenv.UniqueName(t, "adkgo-")}))
+					return New(openService(t, service.Config{RedisURL: url, Namespace: testenv.UniqueName(t, "adkgo-")}))
 				})
 		})
 	}
