@@ -153,7 +153,7 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 		if err != nil {
 			return fmt.Errorf("%w: state of session %q: %v", ErrInvalidBatch, u.Key.SessionID, err)
 		}
-		c.add(0, u.Key.AppName).add(1, u.Key.UserID).add(2, u.Key.SessionID).add(3, state).
+		c.add(0, u.Key.AppName).add(1, u.Key.UserID).add(2, u.Key.SessionID).addJSON(3, state).
 			add(4, formatTime(u.CreateTime)).add(5, formatTime(u.UpdateTime))
 	}
 	if err := s.exec(ctx, tx, "upsert sessions", q.upsertSessions, c.take(6)...); err != nil {
@@ -165,7 +165,7 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 			return fmt.Errorf("%w: event %q of session %q: %v", ErrInvalidBatch, e.ID, e.Key.SessionID, err)
 		}
 		c.add(0, e.Key.AppName).add(1, e.Key.UserID).add(2, e.Key.SessionID).add(3, e.ID).
-			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).add(6, string(data))
+			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).addJSON(6, string(data))
 	}
 	if err := s.exec(ctx, tx, "insert events", q.insertEvents, c.take(7)...); err != nil {
 		return err
@@ -205,7 +205,7 @@ func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, p *plan) error {
 		if err != nil {
 			return fmt.Errorf("%w: state of app %q: %v", ErrInvalidBatch, a.AppName, err)
 		}
-		c.add(0, a.AppName).add(1, state).add(2, formatTime(a.UpdateTime))
+		c.add(0, a.AppName).addJSON(1, state).add(2, formatTime(a.UpdateTime))
 	}
 	if err := s.exec(ctx, tx, "upsert app states", q.upsertAppStates, c.take(3)...); err != nil {
 		return err
@@ -215,7 +215,7 @@ func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, p *plan) error {
 		if err != nil {
 			return fmt.Errorf("%w: state of user %q: %v", ErrInvalidBatch, u.UserID, err)
 		}
-		c.add(0, u.AppName).add(1, u.UserID).add(2, state).add(3, formatTime(u.UpdateTime))
+		c.add(0, u.AppName).add(1, u.UserID).addJSON(2, state).add(3, formatTime(u.UpdateTime))
 	}
 	if err := s.exec(ctx, tx, "upsert user states", q.upsertUserStates, c.take(4)...); err != nil {
 		return err
@@ -244,7 +244,10 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, what, q string, cols ...an
 }
 
 // columns collects text columns row by row.
-type columns struct{ cols [][]string }
+type columns struct {
+	cols [][]string
+	json map[int]bool
+}
 
 func (c *columns) add(i int, v string) *columns {
 	for len(c.cols) <= i {
@@ -254,17 +257,29 @@ func (c *columns) add(i int, v string) *columns {
 	return c
 }
 
+// addJSON adds v to column i, a column of JSON texts.
+func (c *columns) addJSON(i int, v string) *columns {
+	if c.json == nil {
+		c.json = map[int]bool{}
+	}
+	c.json[i] = true
+	return c.add(i, v)
+}
+
 // take returns the first n columns as bind arguments and resets c.
 func (c *columns) take(n int) []any {
 	out := make([]any, n)
 	for i := range out {
-		if i < len(c.cols) {
-			out[i] = c.cols[i]
-		} else {
+		switch {
+		case i >= len(c.cols):
 			out[i] = []string(nil)
+		case c.json[i]:
+			out[i] = jsonColumn(c.cols[i])
+		default:
+			out[i] = c.cols[i]
 		}
 	}
-	c.cols = nil
+	*c = columns{}
 	return out
 }
 

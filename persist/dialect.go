@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/lib/pq"
 )
@@ -17,8 +18,8 @@ import (
 // JSON array of rows and reads it with json_each($1).
 type dialect struct {
 	name string
-	// bind turns columns (each a []string, []int64 or []bool, all of one
-	// length) into the statement's arguments.
+	// bind turns columns (each a []string, jsonColumn, []int64 or []bool,
+	// all of one length) into the statement's arguments.
 	bind func(cols ...any) ([]any, error)
 	// noLimit is the LIMIT argument that means no limit.
 	noLimit any
@@ -47,10 +48,18 @@ type batchQueries struct {
 	trackStates      string
 }
 
-// bindArrays binds each column as a Postgres array.
+// jsonColumn is a column of JSON texts.
+type jsonColumn []string
+
+// bindArrays binds each column as a Postgres array, and a jsonColumn as one
+// JSON array.
 func bindArrays(cols ...any) ([]any, error) {
 	args := make([]any, len(cols))
 	for i, c := range cols {
+		if j, ok := c.(jsonColumn); ok {
+			args[i] = "[" + strings.Join(j, ",") + "]"
+			continue
+		}
 		args[i] = pq.Array(c)
 	}
 	return args, nil
@@ -66,6 +75,8 @@ func bindJSONRows(cols ...any) ([]any, error) {
 		for j, c := range cols {
 			switch c := c.(type) {
 			case []string:
+				row[j] = c[i]
+			case jsonColumn: // as text, so that SQLite stores every byte
 				row[j] = c[i]
 			case []int64:
 				row[j] = c[i]
@@ -89,6 +100,8 @@ func bindJSONRows(cols ...any) ([]any, error) {
 func columnLen(c any) int {
 	switch c := c.(type) {
 	case []string:
+		return len(c)
+	case jsonColumn:
 		return len(c)
 	case []int64:
 		return len(c)

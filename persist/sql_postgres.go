@@ -1,8 +1,11 @@
 package persist
 
-// postgres binds every column as an array and reads it back with unnest.
-// Timestamps travel as UTC text and are cast to timestamp; the session time
-// zone is UTC (see openPostgres), so timestamptz columns get the same instant.
+// postgres binds every column as an array and reads it back with unnest,
+// except JSON columns: each is one JSON array, read back with
+// jsonb_array_elements and joined to the other columns by ordinality
+// (parsing a jsonb[] array literal costs several times more). Timestamps
+// travel as UTC text and are cast to timestamp; the session time zone is UTC
+// (see openPostgres), so timestamptz columns get the same instant.
 var postgres = &dialect{
 	name:       "postgres",
 	bind:       bindArrays,
@@ -31,11 +34,17 @@ JOIN unnest($1::text[], $2::text[]) AS k(app_name, user_id)
 USING unnest($1::text[], $2::text[], $3::text[]) AS k(app_name, user_id, id)
 WHERE s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id`,
 		upsertSessions: `INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::timestamp[], $6::timestamp[])
+SELECT k.app_name, k.user_id, k.id, j.value, k.create_time, k.update_time
+FROM unnest($1::text[], $2::text[], $3::text[], $5::timestamp[], $6::timestamp[])
+  WITH ORDINALITY AS k(app_name, user_id, id, create_time, update_time, n)
+JOIN jsonb_array_elements($4::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT (app_name, user_id, id) DO UPDATE
 SET state = EXCLUDED.state, create_time = EXCLUDED.create_time, update_time = EXCLUDED.update_time`,
 		insertEvents: `INSERT INTO events (app_name, user_id, session_id, id, invocation_id, "timestamp", event_data)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamp[], $7::jsonb[])
+SELECT k.app_name, k.user_id, k.session_id, k.id, k.invocation_id, k.ts, j.value
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamp[])
+  WITH ORDINALITY AS k(app_name, user_id, session_id, id, invocation_id, ts, n)
+JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT DO NOTHING`,
 		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, incarnation, rev, deleted)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[])
@@ -45,14 +54,18 @@ SET incarnation = EXCLUDED.incarnation, rev = EXCLUDED.rev, deleted = EXCLUDED.d
 SELECT k.app_name, '{}', k.update_time FROM unnest($1::text[], $2::timestamp[]) AS k(app_name, update_time)
 ON CONFLICT DO NOTHING`,
 		upsertAppStates: `INSERT INTO app_states (app_name, state, update_time)
-SELECT * FROM unnest($1::text[], $2::jsonb[], $3::timestamp[])
+SELECT k.app_name, j.value, k.update_time
+FROM unnest($1::text[], $3::timestamp[]) WITH ORDINALITY AS k(app_name, update_time, n)
+JOIN jsonb_array_elements($2::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT (app_name) DO UPDATE SET state = EXCLUDED.state, update_time = EXCLUDED.update_time`,
 		ensureUserStates: `INSERT INTO user_states (app_name, user_id, state, update_time)
 SELECT k.app_name, k.user_id, '{}', k.update_time
 FROM unnest($1::text[], $2::text[], $3::timestamp[]) AS k(app_name, user_id, update_time)
 ON CONFLICT DO NOTHING`,
 		upsertUserStates: `INSERT INTO user_states (app_name, user_id, state, update_time)
-SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::timestamp[])
+SELECT k.app_name, k.user_id, j.value, k.update_time
+FROM unnest($1::text[], $2::text[], $4::timestamp[]) WITH ORDINALITY AS k(app_name, user_id, update_time, n)
+JOIN jsonb_array_elements($3::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT (app_name, user_id) DO UPDATE SET state = EXCLUDED.state, update_time = EXCLUDED.update_time`,
 		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev)
 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
