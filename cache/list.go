@@ -143,6 +143,9 @@ func (s *Store) ListApp(ctx context.Context, app, token string, limit int) ([]Li
 		if cur, err = decodeCursor(token); err != nil {
 			return nil, "", err
 		}
+		if cur.Shard < 0 || cur.Shard >= s.keys.Shards() {
+			return nil, "", fmt.Errorf("%w: %q names shard %d of %d", ErrBadToken, token, cur.Shard, s.keys.Shards())
+		}
 	}
 	var items []ListItem
 	var members []string

@@ -7,6 +7,7 @@ package integration_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -306,6 +307,17 @@ func testCreate(t *testing.T, url string) {
 	require.Contains(t, err.Error(), "dup")
 	require.Equal(t, before, e.hash(e.keys.Session("app", "u", "dup").Session), "a refused create writes nothing")
 	require.Equal(t, float64(1), stateOf(e.getS("app", "u", "dup"))["a"])
+
+	// A known id under another user or app is not found.
+	for _, req := range []*service.GetRequest{
+		{AppName: "app", UserID: "u2", SessionID: "dup"},
+		{AppName: "app2", UserID: "u", SessionID: "dup"},
+		{AppName: "ap", UserID: "p:u", SessionID: "dup"},
+	} {
+		_, err := e.svc.Get(ctx, req)
+		require.ErrorIs(t, err, service.ErrNotFound, "%+v", req)
+		require.Contains(t, err.Error(), "dup")
+	}
 
 	// The same id under another user or app is another session.
 	e.create("app", "u2", "dup", map[string]any{"a": 3})
@@ -991,6 +1003,18 @@ func testBadInput(t *testing.T, url string) {
 			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", PageToken: "%%%garbage"})
 			return err
 		}},
+		{"list app forged token", "PageToken", func() error {
+			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", PageToken: token(`{"s":-5,"m":"a"}`)})
+			return err
+		}},
+		{"list app token past the last shard", "PageToken", func() error {
+			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", PageToken: token(`{"s":100000}`)})
+			return err
+		}},
+		{"list user token not json", "PageToken", func() error {
+			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", UserID: "u", PageToken: token(`[1,2`)})
+			return err
+		}},
 		{"list negative page size", "PageSize", func() error {
 			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", PageSize: -1})
 			return err
@@ -1039,6 +1063,8 @@ func testBadInput(t *testing.T, url string) {
 	e.append(s, &service.Event{Author: "b"})
 	require.Equal(t, 2, e.getS("app", "u", "s").Events().Len())
 }
+
+func token(js string) string { return base64.RawURLEncoding.EncodeToString([]byte(js)) }
 
 func nanValue() float64 {
 	zero := 0.0
