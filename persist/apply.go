@@ -151,7 +151,7 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 	for _, u := range p.sessions {
 		state, err := encodeState(u.State)
 		if err != nil {
-			return fmt.Errorf("%w: state of session %q: %v", ErrInvalidBatch, u.Key.SessionID, err)
+			return fmt.Errorf("%w: state of session %q: %w", ErrInvalidBatch, u.Key.SessionID, err)
 		}
 		c.add(0, u.Key.AppName).add(1, u.Key.UserID).add(2, u.Key.SessionID).addJSON(3, state).
 			add(4, formatTime(u.CreateTime)).add(5, formatTime(u.UpdateTime))
@@ -162,7 +162,7 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 	for _, e := range p.events {
 		data, err := storageEventData(e.Data, e.ID, e.InvocationID, e.Timestamp)
 		if err != nil {
-			return fmt.Errorf("%w: event %q of session %q: %v", ErrInvalidBatch, e.ID, e.Key.SessionID, err)
+			return fmt.Errorf("%w: event %q of session %q: %w", ErrInvalidBatch, e.ID, e.Key.SessionID, err)
 		}
 		c.add(0, e.Key.AppName).add(1, e.Key.UserID).add(2, e.Key.SessionID).add(3, e.ID).
 			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).addJSON(6, string(data))
@@ -203,7 +203,7 @@ func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, p *plan) error {
 	for _, a := range p.appStates {
 		state, err := encodeState(a.State)
 		if err != nil {
-			return fmt.Errorf("%w: state of app %q: %v", ErrInvalidBatch, a.AppName, err)
+			return fmt.Errorf("%w: state of app %q: %w", ErrInvalidBatch, a.AppName, err)
 		}
 		c.add(0, a.AppName).addJSON(1, state).add(2, formatTime(a.UpdateTime))
 	}
@@ -213,7 +213,7 @@ func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, p *plan) error {
 	for _, u := range p.userStates {
 		state, err := encodeState(u.State)
 		if err != nil {
-			return fmt.Errorf("%w: state of user %q: %v", ErrInvalidBatch, u.UserID, err)
+			return fmt.Errorf("%w: state of user %q: %w", ErrInvalidBatch, u.UserID, err)
 		}
 		c.add(0, u.AppName).add(1, u.UserID).addJSON(2, state).add(3, formatTime(u.UpdateTime))
 	}
