@@ -23,21 +23,25 @@ func TestApplyWritesADKRows(t *testing.T) {
 		s := migrated(t, b)
 		k := skey("s1")
 		u := upsert(k, inc1, 0, 3)
+		other := upsert(SessionKey{"app", "u2", "s9"}, inc2, 0, 0)
 		apply(t, s, &Batch{
-			Sessions:   []SessionUpsert{u},
+			Sessions:   []SessionUpsert{u, other},
 			UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: 1, State: state(1), UpdateTime: eventTime(inc1, 2)}},
 		})
 
 		same(t, "sessions", queryStrings(t, s.db, `SELECT app_name, user_id, id, CAST(state AS TEXT), `+
-			timeText(s, "create_time")+`, `+timeText(s, "update_time")+` FROM sessions`), [][]string{{
+			timeText(s, "create_time")+`, `+timeText(s, "update_time")+` FROM sessions WHERE id = 's1'`), [][]string{{
 			"app", "u1", "s1", jsonText(s, `{"count":3,"gone":null}`),
 			"2025-03-04 05:06:07.123456", "2025-03-04 05:06:10.123789"}})
 		// The first session of an app and a user creates their {} rows;
 		// a state snapshot in the same batch wins.
 		same(t, "app_states", queryStrings(t, s.db, `SELECT app_name, CAST(state AS TEXT), `+timeText(s, "update_time")+` FROM app_states`),
 			[][]string{{"app", "{}", "2025-03-04 05:06:07.123456"}})
-		same(t, "user_states", queryStrings(t, s.db, `SELECT app_name, user_id, CAST(state AS TEXT), `+timeText(s, "update_time")+` FROM user_states`),
-			[][]string{{"app", "u1", jsonText(s, `{"nil":null,"rev":1}`), "2025-03-04 05:06:09.123678"}})
+		same(t, "user_states", queryStrings(t, s.db, `SELECT app_name, user_id, CAST(state AS TEXT), `+timeText(s, "update_time")+
+			` FROM user_states ORDER BY user_id`), [][]string{
+			{"app", "u1", jsonText(s, `{"nil":null,"rev":1}`), "2025-03-04 05:06:09.123678"},
+			{"app", "u2", "{}", "2025-03-04 06:06:07.123456"},
+		})
 
 		rows := queryStrings(t, s.db, `SELECT id, app_name, user_id, session_id, invocation_id, `+timeText(s, `"timestamp"`)+
 			`, CAST(event_data AS TEXT) FROM events ORDER BY "timestamp"`)
@@ -70,8 +74,13 @@ func TestApplyWritesADKRows(t *testing.T) {
 				same(t, "event_data bytes", r[6], string(data))
 			}
 		}
-		same(t, "bookkeeping", queryStrings(t, s.db, `SELECT app_name, user_id, session_id, incarnation, rev FROM adksession_sessions`),
-			[][]string{{"app", "u1", "s1", fmt.Sprint(inc1), "3"}})
+		same(t, "bookkeeping", queryStrings(t, s.db, `SELECT app_name, user_id, session_id, incarnation, rev
+FROM adksession_sessions ORDER BY user_id`), [][]string{
+			{"app", "u1", "s1", fmt.Sprint(inc1), "3"},
+			{"app", "u2", "s9", fmt.Sprint(inc2), "0"},
+		})
+		same(t, "state bookkeeping", queryStrings(t, s.db, `SELECT app_name, user_id, rev FROM adksession_states`),
+			[][]string{{"app", "u1", "1"}})
 	})
 }
 
