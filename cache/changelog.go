@@ -76,7 +76,6 @@ func (s *Store) ReleaseLease(ctx context.Context, shard int, owner string) error
 	return leaseReleaseScript.Run(ctx, s.rdb, []string{s.keys.ShardKeys(shard).Lease}, owner).Err()
 }
 
-
 // ReadChanges returns up to count of the oldest entries of a shard's change
 // log. Entries that cannot be parsed come back in bad, with the reason.
 func (s *Store) ReadChanges(ctx context.Context, shard, count int) (good []Change, bad []DeadLetter, err error) {
@@ -202,6 +201,17 @@ func (s *Store) AppStateRev(ctx context.Context, app string) (map[string]string,
 	return m, rev, len(h) > 0, err
 }
 
+// UserStateRev reads a user's state and revision (for the flusher); ok is
+// false when Redis holds no state hash for the user.
+func (s *Store) UserStateRev(ctx context.Context, app, user string) (map[string]string, int64, bool, error) {
+	h, err := s.rdb.HGetAll(ctx, s.keys.Session(app, user, "").User).Result()
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("read user state: %w", err)
+	}
+	m, rev, err := stateHash(h)
+	return m, rev, len(h) > 0, err
+}
+
 // Flushed is what the flusher wrote of one session.
 type Flushed struct {
 	App, User, SID string
@@ -309,31 +319,25 @@ func (s *Store) ChangeLogLengths(ctx context.Context) ([]int64, error) {
 // LastChangeIDs returns the id of the newest change-log entry of every
 // shard ("" for an empty log): Flush waits until each is gone.
 func (s *Store) LastChangeIDs(ctx context.Context) ([]string, error) {
-	pipe := s.rdb.Pipeline()
-	n := s.keys.Shards()
-	cmds := make([]*redis.XMessageSliceCmd, n)
-	for i := range n {
-		cmds[i] = pipe.XRevRangeN(ctx, s.keys.ShardKeys(i).Log, "+", "-", 1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read change logs: %w", err)
-	}
-	out := make([]string, n)
-	for i, c := range cmds {
-		if msgs := c.Val(); len(msgs) > 0 {
-			out[i] = msgs[0].ID
-		}
-	}
-	return out, nil
+	return s.edgeChangeIDs(ctx, true)
 }
 
 // FirstChangeIDs returns the id of the oldest entry of every shard's change log.
 func (s *Store) FirstChangeIDs(ctx context.Context) ([]string, error) {
+	return s.edgeChangeIDs(ctx, false)
+}
+
+func (s *Store) edgeChangeIDs(ctx context.Context, newest bool) ([]string, error) {
 	pipe := s.rdb.Pipeline()
 	n := s.keys.Shards()
 	cmds := make([]*redis.XMessageSliceCmd, n)
 	for i := range n {
-		cmds[i] = pipe.XRangeN(ctx, s.keys.ShardKeys(i).Log, "-", "+", 1)
+		log := s.keys.ShardKeys(i).Log
+		if newest {
+			cmds[i] = pipe.XRevRangeN(ctx, log, "+", "-", 1)
+		} else {
+			cmds[i] = pipe.XRangeN(ctx, log, "-", "+", 1)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read change logs: %w", err)
