@@ -275,6 +275,19 @@ func testScopes(t *testing.T, url string) {
 	require.Contains(t, ev.Actions.StateDelta, "m")
 	require.Nil(t, ev.Actions.StateDelta["m"])
 
+	// State keys that look like the hashes' own fields are plain state.
+	s4 := e.create(app, "u3", "s4", map[string]any{"m:rev": "r", "m:del": "1", "s:x": 1, "user:m:rev": 7})
+	e.append(s4, &service.Event{Author: "a", Actions: service.EventActions{StateDelta: map[string]any{"m:cnt": 9, "m:tinv": "t"}}})
+	e.append(s4, &service.Event{Author: "b"})
+	got4 := e.getS(app, "u3", "s4")
+	require.Equal(t, 2, got4.Events().Len())
+	st4 := stateOf(got4)
+	require.Equal(t, map[string]any{"m:rev": "r", "m:del": "1", "s:x": float64(1), "user:m:rev": float64(7),
+		"m:cnt": float64(9), "m:tinv": "t", "app:p": float64(3), "app:user:x": "ax"}, st4)
+	us4, err := e.svc.GetUserState(ctxT(t), app, "u3")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"m:rev": float64(7)}, us4)
+
 	// GetUserState: keys without "user:".
 	us, err := e.svc.GetUserState(ctxT(t), app, "u1")
 	require.NoError(t, err)
