@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"strconv"
 	"time"
 )
@@ -13,66 +11,139 @@ import (
 // storageEventData returns data, a JSON object, with its top-level "id",
 // "invocation_id" and "timestamp" set to the column values, the timestamp in
 // epoch milliseconds (what ADK JS reads). Every other member keeps its
-// position and its bytes; the three are replaced where they are, or appended
-// in that order when missing.
+// position and its bytes, key and value; the three are replaced where they
+// are, or appended in that order when missing.
 func storageEventData(data []byte, id, invocationID string, ts time.Time) ([]byte, error) {
-	set := map[string][]byte{
-		"id":            jsonString(id),
-		"invocation_id": jsonString(invocationID),
-		"timestamp":     epochMillis(ts),
+	if !json.Valid(data) {
+		return nil, errors.New("event data is not valid JSON")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
 		return nil, errors.New("event data is not a JSON object")
 	}
+	set := [...][]byte{jsonString(id), jsonString(invocationID), epochMillis(ts)}
+	var seen [len(set)]bool
 	out := make([]byte, 0, len(data)+64)
 	out = append(out, '{')
-	seen := make(map[string]bool, len(set))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("event data: %w", err)
+	// data is valid JSON, so the scan below needs no error checks.
+	for i = skipSpace(data, i+1); data[i] != '}'; i = skipSpace(data, i) {
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
 		}
-		key := tok.(string) // object keys are always strings
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, fmt.Errorf("event data member %q: %w", key, err)
-		}
-		if v, ok := set[key]; ok {
-			val, seen[key] = v, true
+		keyEnd := stringEnd(data, i)
+		key := data[i:keyEnd]
+		i = skipSpace(data, skipSpace(data, keyEnd)+1) // past the ':'
+		valEnd := valueEnd(data, i)
+		val := data[i:valEnd]
+		i = valEnd
+		if k := columnMember(key); k >= 0 {
+			val, seen[k] = set[k], true
 		}
 		out = appendMember(out, key, val)
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("event data: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("event data: trailing data after the object")
-	}
-	for _, key := range []string{"id", "invocation_id", "timestamp"} {
-		if !seen[key] {
-			out = appendMember(out, key, set[key])
+	for k, name := range columnMembers {
+		if !seen[k] {
+			out = appendMember(out, jsonString(name), set[k])
 		}
 	}
 	return append(out, '}'), nil
 }
 
-func appendMember(out []byte, key string, val []byte) []byte {
+// columnMembers are the members of event_data that repeat a column.
+var columnMembers = [...]string{"id", "invocation_id", "timestamp"}
+
+// columnMember returns the index in columnMembers of the quoted key, or -1.
+func columnMember(key []byte) int {
+	name := key[1 : len(key)-1]
+	if bytes.IndexByte(name, '\\') >= 0 {
+		var s string
+		json.Unmarshal(key, &s) // key is a valid JSON string
+		name = []byte(s)
+	}
+	for k, m := range columnMembers {
+		if string(name) == m {
+			return k
+		}
+	}
+	return -1
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string starting at i.
+func stringEnd(data []byte, i int) int {
+	for i++; data[i] != '"'; i++ {
+		if data[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// valueEnd returns the index just past the JSON value starting at i.
+func valueEnd(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return stringEnd(data, i)
+	case '{', '[':
+		depth := 0
+		for {
+			switch data[i] {
+			case '"':
+				i = stringEnd(data, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	}
+	for ; i < len(data); i++ { // a number, true, false or null
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return i
+}
+
+func appendMember(out, key, val []byte) []byte {
 	if len(out) > 1 {
 		out = append(out, ',')
 	}
-	out = append(out, jsonString(key)...)
+	out = append(out, key...)
 	out = append(out, ':')
 	return append(out, val...)
 }
 
 // jsonString encodes s as a JSON string without HTML escaping.
 func jsonString(s string) []byte {
+	if plainASCII(s) {
+		return append(append(append(make([]byte, 0, len(s)+2), '"'), s...), '"')
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.Encode(s) // a string always encodes
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+}
+
+// plainASCII reports whether s is printable ASCII with nothing to escape.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // epochMillis formats t as epoch milliseconds, with up to three fractional

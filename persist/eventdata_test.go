@@ -28,11 +28,17 @@ func TestStorageEventData(t *testing.T) {
 			want: `{"id":"ev","invocation_id":"inv","timestamp":1735787045678.901}`,
 		},
 		{
+			name: "keys keep their bytes; escaped names are recognized",
+			in:   `{"a\u0062":"\"}{[","\u0069d":1,"n":-1.5e3,"t":true,"z":null,"arr":[{"id":[]},"]"]}`,
+			want: `{"a\u0062":"\"}{[","\u0069d":"ev","n":-1.5e3,"t":true,"z":null,"arr":[{"id":[]},"]"],"invocation_id":"inv","timestamp":1735787045678.901}`,
+		},
+		{
 			name: "nested members of the same name are kept",
 			in:   `{"content":{"id":"c","timestamp":2}}`,
 			want: `{"content":{"id":"c","timestamp":2},"id":"ev","invocation_id":"inv","timestamp":1735787045678.901}`,
 		},
 		{name: "array", in: `[1]`, wantErr: true},
+		{name: "string", in: `"{}"`, wantErr: true},
 		{name: "null", in: `null`, wantErr: true},
 		{name: "empty", in: ``, wantErr: true},
 		{name: "truncated", in: `{"a":1`, wantErr: true},
@@ -110,5 +116,16 @@ func TestEncodeState(t *testing.T) {
 	same(t, "state", got, `{"a":"<x>","b":null}`)
 	if _, err := encodeState(map[string]json.RawMessage{"a": []byte(`{`)}); err == nil {
 		t.Error("invalid JSON value encoded")
+	}
+}
+
+func BenchmarkStorageEventData(b *testing.B) {
+	data := storageJSON(7)
+	ts := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := storageEventData(data, "e1", "inv", ts); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
