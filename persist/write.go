@@ -49,10 +49,7 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 	if err := s.exec(ctx, tx, "track sessions", q.trackSessions, append(c.take(3), incs, revs, deleted)...); err != nil {
 		return err
 	}
-	if err := s.writeStates(ctx, tx, p); err != nil {
-		return err
-	}
-	return nil
+	return s.writeStates(ctx, tx, p)
 }
 
 func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, p *plan) error {
