@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -125,8 +126,13 @@ DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET timezone = %L', current_databa
 func TestPostgresURLKeepsUTC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, u := migratedAt(t, backends[1])
-	s, err := Open(ctx, u+"&timezone=America/New_York")
+	_, base := migratedAt(t, backends[1])
+	u, err := url.Parse(base)
+	must(t, err)
+	q := u.Query()
+	q.Set("timezone", "America/New_York")
+	u.RawQuery = q.Encode()
+	s, err := Open(ctx, u.String())
 	if errors.Is(err, ErrSchema) {
 		t.Fatal(err)
 	}
