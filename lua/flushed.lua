@@ -5,13 +5,14 @@
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
 -- KEYS[3] -> user state hash  <ns>adk:{shard}:u:<app>:<user>
+-- KEYS[4] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- ARGV[1] -> incarnation the flushed changes belong to
 -- ARGV[2] -> last seq now in the database ("" for a flushed delete)
 -- ARGV[3] -> user-state revision now in the database ("" = none flushed)
 -- ARGV[4] -> TTL in ms for idle, fully flushed keys
 -- ARGV[5] -> most flushed events to keep cached
 -- Returns the number of events trimmed.
-local sess, events, user = KEYS[1], KEYS[2], KEYS[3]
+local sess, events, user, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, keep = ARGV[4], tonumber(ARGV[5])
 
 if ARGV[3] ~= '' and redis.call('EXISTS', user) == 1 then
@@ -54,6 +55,21 @@ if cnt > keep then
   if trim > 0 then
     redis.call('ZREMRANGEBYRANK', events, 0, trim - 1)
     redis.call('HSET', sess, 'm:first', first + trim, 'm:cnt', cnt - trim)
+    -- Undo records of trimmed events go too; a rewind reaching past them
+    -- replays the history from the database instead.
+    if redis.call('HEXISTS', undo, 'm:from') == 1 then
+      for seq = first, first + trim - 1 do
+        local rec = redis.call('HGET', undo, seq)
+        if rec then
+          local inv = cjson.decode(rec).i
+          if inv then
+            redis.call('HDEL', undo, 'i:' .. inv)
+          end
+          redis.call('HDEL', undo, seq)
+        end
+      end
+      redis.call('HSET', undo, 'm:from', first + trim)
+    end
   else
     trim = 0
   end
@@ -62,5 +78,6 @@ end
 if fl >= rev then
   redis.call('PEXPIRE', sess, ttl)
   redis.call('PEXPIRE', events, ttl)
+  redis.call('PEXPIRE', undo, ttl)
 end
 return trim

@@ -12,6 +12,9 @@ import (
 // the same entry can never succeed) rather than the database's (down,
 // overloaded, a lock timeout: retry with backoff).
 func isPermanent(err error) bool {
+	if errors.Is(err, ErrInvalidBatch) {
+		return true
+	}
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code.Class() {
