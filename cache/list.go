@@ -21,6 +21,7 @@ type ListItem struct {
 
 // listCursor is the position after the last item of a page.
 type listCursor struct {
+	Kind   string  `json:"k"`           // "u": a user's listing, "a": an app's
 	Score  float64 `json:"c,omitempty"` // user listing: update time of the last item
 	Member string  `json:"m"`           // user listing: sid; app listing: index member
 	Shard  int     `json:"s,omitempty"` // app listing: shard of the last item
@@ -31,14 +32,17 @@ func encodeCursor(c listCursor) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeCursor(tok string) (listCursor, error) {
+func decodeCursor(tok, kind string) (listCursor, error) {
 	var c listCursor
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
+	if err == nil && c.Kind != kind {
+		err = errors.New("token of another listing")
+	}
 	if err != nil {
-		return c, fmt.Errorf("%w: %q is not a token this service issued", ErrBadToken, tok)
+		return c, fmt.Errorf("%w: %q is not a token this service issued for this listing", ErrBadToken, tok)
 	}
 	return c, nil
 }
@@ -92,7 +96,7 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 	var cur listCursor
 	if token != "" {
 		var err error
-		if cur, err = decodeCursor(token); err != nil {
+		if cur, err = decodeCursor(token, "u"); err != nil {
 			return nil, "", err
 		}
 		max, skipEqual = strconv.FormatFloat(cur.Score, 'f', -1, 64), cur.Member
@@ -122,7 +126,7 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 	if len(page) > limit {
 		page = page[:limit]
 		last := page[limit-1]
-		next = encodeCursor(listCursor{Score: last.Score, Member: last.Member.(string)})
+		next = encodeCursor(listCursor{Kind: "u", Score: last.Score, Member: last.Member.(string)})
 	}
 	items := make([]ListItem, len(page))
 	for i, z := range page {
@@ -140,7 +144,7 @@ func (s *Store) ListApp(ctx context.Context, app, token string, limit int) ([]Li
 	var cur listCursor
 	if token != "" {
 		var err error
-		if cur, err = decodeCursor(token); err != nil {
+		if cur, err = decodeCursor(token, "a"); err != nil {
 			return nil, "", err
 		}
 		if cur.Shard < 0 || cur.Shard >= s.keys.Shards() {
@@ -170,7 +174,7 @@ func (s *Store) ListApp(ctx context.Context, app, token string, limit int) ([]Li
 	next := ""
 	if len(members) > limit {
 		members, shards = members[:limit], shards[:limit]
-		next = encodeCursor(listCursor{Shard: shards[limit-1], Member: members[limit-1]})
+		next = encodeCursor(listCursor{Kind: "a", Shard: shards[limit-1], Member: members[limit-1]})
 	}
 	for _, m := range members {
 		eu, es, ok := strings.Cut(m, ":")
