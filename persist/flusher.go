@@ -387,12 +387,19 @@ func (f *Flusher) buildBatch(ctx context.Context, groups []*sessionChanges) (*Ba
 	var upserts []*sessionChanges
 	var marks []cache.Flushed
 	apps := map[string]bool{}
+	var deleteMarks []int // indexes in marks of the deletes' marks
 	for _, g := range groups {
+		for _, c := range g.changes {
+			if c.AppDelta != "" {
+				apps[c.App] = true // also of changes a later delete voids: app state stays
+			}
+		}
 		live := g.changes
 		for i := len(g.changes) - 1; i >= 0; i-- {
 			if c := g.changes[i]; c.Kind == 'd' {
 				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation})
 				marks = append(marks, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, UserRev: -1})
+				deleteMarks = append(deleteMarks, len(marks)-1)
 				live = g.changes[i+1:]
 				break
 			}
@@ -403,9 +410,6 @@ func (f *Flusher) buildBatch(ctx context.Context, groups []*sessionChanges) (*Ba
 		last := live[len(live)-1]
 		ref := cache.FlushRef{App: last.App, User: last.User, SID: last.SID, Incarnation: last.Incarnation, MinTs: 1, MaxTs: 0}
 		for _, c := range live {
-			if c.AppDelta != "" {
-				apps[c.App] = true
-			}
 			if c.Kind != 'a' || c.Incarnation != last.Incarnation {
 				continue
 			}
@@ -458,6 +462,25 @@ func (f *Flusher) buildBatch(ctx context.Context, groups []*sessionChanges) (*Ba
 			userRev = r.Snap.UserRev
 		}
 		marks = append(marks, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev})
+	}
+	// The user state that deleted sessions changed stays (as app state
+	// does): write it even when no live session of the user is in the batch.
+	for _, i := range deleteMarks {
+		m := &marks[i]
+		uk := [2]string{m.App, m.User}
+		if users[uk] {
+			continue
+		}
+		users[uk] = true
+		state, rev, ok, err := f.cache.UserStateRev(ctx, m.App, m.User)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			b.UserStates = append(b.UserStates, StateUpsert{AppName: m.App, UserID: m.User, Rev: rev,
+				State: rawState(state), UpdateTime: time.Now().UTC()})
+			m.UserRev = rev
+		}
 	}
 	for app := range apps {
 		state, rev, ok, err := f.cache.AppStateRev(ctx, app)
