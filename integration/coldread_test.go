@@ -237,7 +237,9 @@ func TestColdReadADKRows(t *testing.T) {
 			return fmt.Sprintf(`{"id":"json-id","invocation_id":"json-inv","author":"agent","content":{"role":"model",`+
 				`"parts":[{"text":"q%d"},{"functionCall":{"name":"f","args":{"a_b":1}}},{"inlineData":{"mimeType":"text/plain","data":"aGk="}}]},`+
 				`"actions":{"state_delta":{},"artifact_delta":{}},"timestamp":%d}`, i, at(i).UnixMilli())
-		}, func(t time.Time) string { return t.In(time.FixedZone("IST", 19800)).Format("2006-01-02 15:04:05.000000-07:00") }, "functionCall"},
+		}, func(t time.Time) string {
+			return t.In(time.FixedZone("IST", 19800)).Format("2006-01-02 15:04:05.000000-07:00")
+		}, "functionCall"},
 	} {
 		t.Run(shape.name, func(t *testing.T) {
 			t.Parallel()

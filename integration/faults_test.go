@@ -6,8 +6,8 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
