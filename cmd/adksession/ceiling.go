@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
+)
+
+//go:embed ceiling.lua
+var ceilingScript string
+
+// ceilingNamespace keeps the ceiling's keys apart from every deployment's.
+const ceilingNamespace = "adksession-bench-ceiling:"
+
+// evalshaCeiling runs redis-benchmark with EVALSHA of ceiling.lua at the
+// run's concurrency and number of appends, and returns its requests/s.
+// Only a standalone Redis (redis:// URL) is measured.
+func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config) (float64, error) {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		return 0, errors.New("redis-benchmark not installed")
+	}
+	u, err := url.Parse(redisURL)
+	if err != nil || (u.Scheme != "redis") {
+		return 0, errors.New("ceiling measured on a standalone redis:// URL only")
+	}
+	rdb, err := cache.NewClient(redisURL)
+	if err != nil {
+		return 0, err
+	}
+	defer rdb.Close()
+	sha, err := rdb.ScriptLoad(ctx, ceilingScript).Result()
+	if err != nil {
+		return 0, fmt.Errorf("SCRIPT LOAD: %w", err)
+	}
+	keys, err := cache.NewKeys(ceilingNamespace, 0)
+	if err != nil {
+		return 0, err
+	}
+	// __rand_int__ spreads the calls over cfg.Sessions sessions (redis-benchmark -r).
+	k := keys.Session("bench", "u", "__rand_int__")
+	ev, err := loadgen.Event(0, cfg.PayloadBytes).MarshalJSON()
+	if err != nil {
+		return 0, err
+	}
+	args := []string{"-h", u.Hostname(), "-p", u.Port(), "-n", strconv.Itoa(cfg.Sessions * cfg.Events), "-c", strconv.Itoa(cfg.Concurrency),
+		"-r", strconv.Itoa(cfg.Sessions), "-q"}
+	if pw, ok := u.User.Password(); ok {
+		args = append(args, "-a", pw)
+		if name := u.User.Username(); name != "" {
+			args = append(args, "--user", name)
+		}
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+		args = append(args, "--dbnum", db)
+	}
+	args = append(args, "EVALSHA", sha, "6", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, string(ev), "__rand_int__", "0")
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	defer cleanupCeiling(context.WithoutCancel(ctx), redisURL)
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %v: %s", err, lastLine(out))
+	}
+	return parseRequestsPerSecond(string(out))
+}
+
+var rpsRE = regexp.MustCompile(`([0-9.]+) requests per second`)
+
+// parseRequestsPerSecond reads the last "N requests per second" of
+// redis-benchmark -q output.
+func parseRequestsPerSecond(out string) (float64, error) {
+	m := rpsRE.FindAllStringSubmatch(out, -1)
+	if len(m) == 0 {
+		return 0, fmt.Errorf("redis-benchmark printed no requests per second: %s", lastLine([]byte(out)))
+	}
+	return strconv.ParseFloat(m[len(m)-1][1], 64)
+}
+
+func lastLine(b []byte) string {
+	lines := strings.FieldsFunc(strings.TrimSpace(string(b)), func(r rune) bool { return r == '\n' || r == '\r' })
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
+}
+
+// cleanupCeiling deletes the ceiling's keys.
+func cleanupCeiling(ctx context.Context, redisURL string) {
+	rdb, err := cache.NewClient(redisURL)
+	if err != nil {
+		return
+	}
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, ceilingNamespace+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Unlink(ctx, iter.Val())
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// progress draws a progress bar on a terminal line, at most 5 times a second.
+type progress struct {
+	w      io.Writer
+	label  string
+	total  int64
+	n      atomic.Int64
+	start  time.Time
+	stop   chan struct{}
+	closed sync.WaitGroup
+}
+
+func newProgress(w io.Writer, label string, total int64) *progress {
+	p := &progress{w: w, label: label, total: total, start: time.Now(), stop: make(chan struct{})}
+	p.closed.Add(1)
+	go func() {
+		defer p.closed.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				p.draw()
+			case <-p.stop:
+				p.draw()
+				fmt.Fprintln(p.w)
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// set records how much is done; safe for concurrent use.
+func (p *progress) set(n int64) { p.n.Store(n) }
+
+// done draws the last state and ends the line.
+func (p *progress) done() {
+	close(p.stop)
+	p.closed.Wait()
+}
+
+func (p *progress) draw() {
+	const width = 30
+	n := p.n.Load()
+	frac := 0.0
+	if p.total > 0 {
+		frac = float64(n) / float64(p.total)
+	}
+	full := int(frac * width)
+	rate := float64(n) / time.Since(p.start).Seconds()
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %d/%d %.0f/s ", p.label, strings.Repeat("#", full), strings.Repeat(".", width-full), 100*frac, n, p.total, rate)
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/service"
+	"github.com/adksession/adksession/service/httpapi"
+)
+
+const serveAbout = `Serves the HTTP API (shaped like ADK's api_server), the ops dashboard at /, Prometheus
+metrics at /metrics and the probes /healthz and /readyz.
+
+With no --redis and no REDIS_URL it starts an embedded, in-process Redis on a local port
+(--embedded-redis), and with no --database a SQLite file (./adksession.db) behind it; it prints
+where both are. Otherwise it uses the Redis and database named.
+
+The first SIGINT/SIGTERM drains: the HTTP server stops taking requests and finishes those in
+flight, then the write-behind flushes what is pending (bounded by --shutdown-timeout) and the
+connections close. A second signal aborts at once.`
+
+// serveFlags are the flags of `adksession serve`.
+type serveFlags struct {
+	store             storeFlags
+	addr, authToken   string
+	embeddedRedis     string
+	dbFile            string
+	migrate           bool
+	concurrentAppends bool
+	noFlusher         bool
+	maxEventBytes     int
+	shutdownTimeout   time.Duration
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f serveFlags
+	fs := newFlagSet("serve", "[flags]", serveAbout, stderr)
+	f.store.register(fs)
+	fs.StringVar(&f.addr, "addr", "", "HTTP listen `address` (env ADDR; default 127.0.0.1:8080)")
+	fs.StringVar(&f.authToken, "auth-token", "", "require \"Authorization: Bearer `TOKEN`\" on the API, metrics and dashboard data (env AUTH_TOKEN)")
+	fs.StringVar(&f.embeddedRedis, "embedded-redis", "127.0.0.1:0", "listen `address` of the embedded Redis when no --redis is given (port 0: a free one)")
+	fs.StringVar(&f.dbFile, "db-file", defaultDBFile, "SQLite `file` of the embedded default when no --database is given")
+	fs.BoolVar(&f.migrate, "migrate", false, "migrate the database schema at start (always done for the embedded SQLite file)")
+	fs.BoolVar(&f.concurrentAppends, "concurrent-appends", false, "let appends through an out-of-date handle apply (Config.ConcurrentAppends) instead of answering 409")
+	fs.BoolVar(&f.noFlusher, "no-flusher", false, "run no flusher in this process (`adksession flush` workers drain the change log)")
+	fs.IntVar(&f.maxEventBytes, "max-event-bytes", 1<<20, "largest event JSON accepted; request bodies may be 64 KiB more")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the drain on SIGTERM may take")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "adksession serve: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	f.store.resolve()
+	f.addr = orEnv(f.addr, "ADDR")
+	if f.addr == "" {
+		f.addr = "127.0.0.1:8080"
+	}
+	f.authToken = orEnv(f.authToken, "AUTH_TOKEN")
+	srv, err := startServer(ctx, f, stdout)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	drain, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	return srv.shutdown(drain)
+}
+
+// server is a running `adksession serve`.
+type server struct {
+	url      string // http://host:port
+	http     *http.Server
+	served   chan error
+	svc      *service.Service
+	rdb      redis.UniversalClient
+	embedded *miniredis.Miniredis
+	dbMu     sync.Mutex
+	db       *persist.Store // for /readyz
+}
+
+// startServer opens the stores, starts the HTTP server and prints where
+// everything is.
+func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server, err error) {
+	s = &server{served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			s.closeStores(context.Background())
+		}
+	}()
+	if f.store.redisURL == "" {
+		s.embedded, f.store.redisURL, err = startEmbeddedRedis(f.embeddedRedis)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "redis:    %s (embedded, in-process: unflushed data is lost on exit)\n", f.store.redisURL)
+		if f.store.databaseURL == "" {
+			if f.store.databaseURL, err = sqliteURL(f.dbFile); err != nil {
+				return nil, err
+			}
+			f.migrate = true
+		}
+	} else {
+		fmt.Fprintf(stdout, "redis:    %s\n", redact(f.store.redisURL))
+	}
+	if f.store.databaseURL != "" {
+		if f.migrate {
+			if err := service.Migrate(ctx, f.store.databaseURL); err != nil {
+				return nil, fmt.Errorf("migrate %s: %w", redact(f.store.databaseURL), err)
+			}
+		}
+		fmt.Fprintf(stdout, "database: %s\n", redact(f.store.databaseURL))
+	} else {
+		fmt.Fprintf(stdout, "database: none (Redis holds everything; nothing expires)\n")
+	}
+
+	cfg := f.store.config()
+	cfg.ConcurrentAppends, cfg.DisableFlusher, cfg.MaxEventBytes = f.concurrentAppends, f.noFlusher, f.maxEventBytes
+	if s.svc, err = service.Open(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if s.rdb, err = cache.NewClient(f.store.redisURL); err != nil {
+		return nil, err
+	}
+	keys, err := cache.NewKeys(cfg.Namespace, cfg.Shards)
+	if err != nil {
+		return nil, err
+	}
+	opt := httpapi.Options{
+		AuthToken:      f.authToken,
+		MaxEventBytes:  f.maxEventBytes,
+		Redis:          s.rdb,
+		CachedSessions: func(ctx context.Context) (int64, error) { return cache.CountSessions(ctx, s.rdb, keys) },
+		Logger:         slog.Default(),
+	}
+	if f.store.databaseURL != "" {
+		opt.Ready = s.databaseReady(f.store.databaseURL)
+		opt.FlushStats = func(ctx context.Context) (httpapi.FlushStats, error) {
+			b, err := s.svc.Backlog(ctx)
+			return httpapi.FlushStats{Lag: b.Lag, Backlog: b.Entries, DeadLetters: b.Dead}, err
+		}
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.http = &http.Server{Handler: httpapi.New(s.svc, opt), ReadHeaderTimeout: 10 * time.Second}
+	go func() { s.served <- s.http.Serve(ln) }()
+	fmt.Fprintf(stdout, "http:     %s (dashboard at /, metrics at /metrics)\n", s.url)
+	return s, nil
+}
+
+// databaseReady checks for /readyz that the database answers and its schema
+// is current; the connection is opened on first use and kept.
+func (s *server) databaseReady(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		s.dbMu.Lock()
+		defer s.dbMu.Unlock()
+		if s.db == nil {
+			db, err := persist.Open(ctx, url)
+			if err != nil {
+				return err
+			}
+			s.db = db
+		}
+		return s.db.Ping(ctx)
+	}
+}
+
+// shutdown drains in this order: HTTP server (no new requests; those in
+// flight finish) → appenders (every append came through it, so none is
+// left) → flusher (svc.Close flushes what is pending, bounded by ctx) →
+// pools (Redis and database connections, then the embedded Redis).
+func (s *server) shutdown(ctx context.Context) error {
+	herr := s.http.Shutdown(ctx)
+	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		herr = errors.Join(herr, err)
+	}
+	return errors.Join(herr, s.closeStores(ctx))
+}
+
+// closeStores closes the service (which drains the write-behind, bounded
+// by ctx), then the connections.
+func (s *server) closeStores(ctx context.Context) error {
+	var errs []error
+	if s.svc != nil {
+		errs = append(errs, s.svc.Close(ctx))
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	s.dbMu.Lock()
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	s.dbMu.Unlock()
+	if s.embedded != nil {
+		s.embedded.Close()
+	}
+	return errors.Join(errs...)
+}

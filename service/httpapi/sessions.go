@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/adksession/adksession/service"
+)
+
+// createRequest is the body of POST .../sessions, as ADK's
+// CreateSessionRequest (camelCase or snake_case keys).
+type createRequest struct {
+	SessionID  string           `json:"sessionId"`
+	SessionID2 string           `json:"session_id"`
+	State      map[string]any   `json:"state"`
+	Events     []*service.Event `json:"events"`
+}
+
+// create: POST /apps/{app}/users/{user}/sessions, body {"sessionId"?,
+// "state"?, "events"?} (all optional). The events are appended in order.
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
+	var req createRequest
+	if _, err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	sid := req.SessionID
+	if sid == "" {
+		sid = req.SessionID2
+	}
+	return h.createSession(w, r, sid, req.State, req.Events)
+}
+
+// createWithID: POST /apps/{app}/users/{user}/sessions/{id}, body the
+// initial state object (optional), as ADK's api_server.
+func (h *Handler) createWithID(w http.ResponseWriter, r *http.Request) error {
+	var state map[string]any
+	if _, err := decodeBody(r, &state); err != nil {
+		return err
+	}
+	return h.createSession(w, r, r.PathValue("id"), state, nil)
+}
+
+func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, sid string, state map[string]any, events []*service.Event) error {
+	app, user := r.PathValue("app"), r.PathValue("user")
+	resp, err := h.svc.Create(r.Context(), &service.CreateRequest{AppName: app, UserID: user, SessionID: sid, State: state})
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if ev == nil {
+			return badRequest("events: null event")
+		}
+		if err := h.svc.AppendEvent(r.Context(), resp.Session, ev); err != nil {
+			return err
+		}
+		h.metrics.appends.Inc()
+		h.metrics.appendRate.add(time.Now())
+	}
+	h.recent.touch(resp.Session)
+	writeSession(w, http.StatusOK, resp.Session)
+	return nil
+}
+
+// get: GET .../sessions/{id}?numRecentEvents=&afterTimestamp=&invocationId=
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
+	req := &service.GetRequest{
+		AppName: r.PathValue("app"), UserID: r.PathValue("user"), SessionID: r.PathValue("id"),
+		InvocationID: r.URL.Query().Get("invocationId"),
+	}
+	var err error
+	if req.NumRecentEvents, err = queryInt(r, "numRecentEvents"); err != nil {
+		return err
+	}
+	if v := r.URL.Query().Get("afterTimestamp"); v != "" {
+		if req.After, err = parseEpochSeconds("afterTimestamp", v); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	resp, err := h.svc.Get(r.Context(), req)
+	window := "full"
+	if req.NumRecentEvents > 0 || !req.After.IsZero() {
+		window = "windowed"
+	}
+	h.metrics.getLatency.WithLabelValues(window).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return err
+	}
+	h.recent.touch(resp.Session)
+	writeSession(w, http.StatusOK, resp.Session)
+	return nil
+}
+
+// list: GET .../sessions?pageSize=&pageToken= answers a JSON array of
+// sessions (state, no events), as ADK's api_server; the token of the next
+// page is the X-Next-Page-Token header, absent on the last page.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
+	size, err := queryInt(r, "pageSize")
+	if err != nil {
+		return err
+	}
+	resp, err := h.svc.List(r.Context(), &service.ListRequest{
+		AppName: r.PathValue("app"), UserID: r.PathValue("user"), PageSize: size, PageToken: r.URL.Query().Get("pageToken"),
+	})
+	if err != nil {
+		return err
+	}
+	if resp.NextPageToken != "" {
+		w.Header().Set("X-Next-Page-Token", resp.NextPageToken)
+	}
+	out := make([]*sessionJSON, len(resp.Sessions))
+	for i, s := range resp.Sessions {
+		out[i] = toJSON(s)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// delete: DELETE .../sessions/{id}; deleting a missing session is not an error.
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) error {
+	app, user, sid := r.PathValue("app"), r.PathValue("user"), r.PathValue("id")
+	if err := h.svc.Delete(r.Context(), &service.DeleteRequest{AppName: app, UserID: user, SessionID: sid}); err != nil {
+		return err
+	}
+	h.recent.forget(app, user, sid)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// update: PATCH .../sessions/{id} with {"stateDelta": {...}} appends a
+// state-only event (author "user", invocation "p-<uuid>") and answers the
+// session, as ADK's api_server.
+func (h *Handler) update(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		StateDelta  map[string]any `json:"stateDelta"`
+		StateDelta2 map[string]any `json:"state_delta"`
+	}
+	if _, err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if req.StateDelta == nil {
+		req.StateDelta = req.StateDelta2
+	}
+	if req.StateDelta == nil {
+		return badRequest("request body: stateDelta is required")
+	}
+	ev := &service.Event{InvocationID: "p-" + uuid.NewString(), Author: "user", Actions: service.EventActions{StateDelta: req.StateDelta}}
+	sess, err := h.appendLatest(r, ev)
+	if err != nil {
+		return err
+	}
+	full, err := h.svc.Get(r.Context(), &service.GetRequest{AppName: sess.AppName(), UserID: sess.UserID(), SessionID: sess.ID()})
+	if err != nil {
+		return err
+	}
+	writeSession(w, http.StatusOK, full.Session)
+	return nil
+}
+
+// userState: GET /apps/{app}/users/{user}/state answers the user-scoped
+// state, keys without the "user:" prefix.
+func (h *Handler) userState(w http.ResponseWriter, r *http.Request) error {
+	st, err := h.svc.GetUserState(r.Context(), r.PathValue("app"), r.PathValue("user"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
