@@ -20,6 +20,39 @@ var freeForm = map[string]bool{
 	"customMetadata": true, "custom_metadata": true,
 	"agentState": true, "agent_state": true,
 	"args": true, "response": true,
+	"payload": true, "output": true,
+	"setModelResponse": true, "set_model_response": true,
+	"responseSchema": true, "response_schema": true,
+	"responseJsonSchema": true, "response_json_schema": true,
+	"parameters": true, "parametersJsonSchema": true, "parameters_json_schema": true,
+}
+
+// ADK Python's Event and EventActions models reject keys they do not know,
+// so the storage form keeps only theirs. The others (fields of adk-go or of
+// newer ADK versions) travel inside custom_metadata under these keys, in API
+// form, and come back out in APIForm.
+const (
+	extraKey        = "adksession:extra"
+	actionsExtraKey = "adksession:actions"
+)
+
+var storageEventKeys = setOf("id", "invocation_id", "author", "branch", "timestamp", "actions",
+	"long_running_tool_ids", "model_version", "content", "grounding_metadata", "partial", "turn_complete",
+	"turn_complete_reason", "finish_reason", "error_code", "error_message", "interrupted", "custom_metadata",
+	"usage_metadata", "live_session_resumption_update", "live_session_id", "go_away", "live_setup_complete",
+	"input_transcription", "output_transcription", "avg_logprobs", "logprobs_result", "cache_metadata",
+	"citation_metadata", "interaction_id")
+
+var storageActionKeys = setOf("skip_summarization", "state_delta", "artifact_delta", "transfer_to_agent",
+	"escalate", "requested_auth_configs", "requested_tool_confirmations", "compaction", "end_of_agent",
+	"agent_state", "rewind_before_invocation_id", "route", "render_ui_widgets", "set_model_response")
+
+func setOf(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
 }
 
 // idKeyed are maps keyed by function-call ids whose values are ADK objects:
@@ -40,25 +73,127 @@ func IsStorageForm(top map[string]json.RawMessage) bool {
 }
 
 // StorageForm converts an event from API form to storage form.
-func StorageForm(api []byte) ([]byte, error) { return convertKeys(api, snake) }
+func StorageForm(api []byte) ([]byte, error) {
+	v, err := decodeObject(api)
+	if err != nil {
+		return nil, err
+	}
+	return encode(stashExtras(v))
+}
 
 // APIForm converts an event from storage form to API form.
-func APIForm(storage []byte) ([]byte, error) { return convertKeys(storage, camel) }
+func APIForm(storage []byte) ([]byte, error) {
+	v, err := decodeObject(storage)
+	if err != nil {
+		return nil, err
+	}
+	return encode(toAPI(v))
+}
 
-func convertKeys(data []byte, name func(string) string) ([]byte, error) {
+// stashExtras renames an API-form event to storage form, moving the keys ADK
+// Python does not know into custom_metadata.
+func stashExtras(api map[string]any) map[string]any {
+	out := map[string]any{}
+	extra := map[string]any{}
+	for k, v := range api {
+		sk := snake(k)
+		switch {
+		case sk == "actions":
+			actions, ok := v.(map[string]any)
+			if !ok {
+				out[sk] = rename(v, snake)
+				continue
+			}
+			conv := map[string]any{}
+			aextra := map[string]any{}
+			for ak, av := range actions {
+				if sak := snake(ak); storageActionKeys[sak] {
+					conv[sak] = renameValue(ak, av, snake)
+				} else {
+					aextra[ak] = av
+				}
+			}
+			out[sk] = conv
+			if len(aextra) > 0 {
+				extra[actionsExtraKey] = aextra
+			}
+		case storageEventKeys[sk]:
+			out[sk] = renameValue(k, v, snake)
+		default:
+			extra[k] = v
+		}
+	}
+	if len(extra) > 0 {
+		meta, _ := out["custom_metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		if a, ok := extra[actionsExtraKey]; ok {
+			meta[actionsExtraKey] = a
+			delete(extra, actionsExtraKey)
+		}
+		if len(extra) > 0 {
+			meta[extraKey] = extra
+		}
+		out["custom_metadata"] = meta
+	}
+	return out
+}
+
+// toAPI renames a storage-form event to API form, restoring the keys
+// stashExtras moved into custom_metadata.
+func toAPI(storage map[string]any) map[string]any {
+	out, _ := rename(storage, camel).(map[string]any)
+	meta, _ := out["customMetadata"].(map[string]any)
+	if meta == nil {
+		return out
+	}
+	if extra, ok := meta[extraKey].(map[string]any); ok {
+		for k, v := range extra {
+			out[k] = v
+		}
+		delete(meta, extraKey)
+	}
+	if aextra, ok := meta[actionsExtraKey].(map[string]any); ok {
+		actions, _ := out["actions"].(map[string]any)
+		if actions == nil {
+			actions = map[string]any{}
+			out["actions"] = actions
+		}
+		for k, v := range aextra {
+			actions[k] = v
+		}
+		delete(meta, actionsExtraKey)
+	}
+	if len(meta) == 0 {
+		delete(out, "customMetadata")
+	}
+	return out
+}
+
+func decodeObject(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var v any
+	var v map[string]any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("event json: %w", err)
 	}
+	return v, nil
+}
+
+func encode(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rename(v, name)); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("event json: %w", err)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// renameValue renames the keys inside the value of key k, unless it is free-form.
+func renameValue(k string, v any, name func(string) string) any {
+	return rename(map[string]any{k: v}, name).(map[string]any)[name(k)]
 }
 
 func rename(v any, name func(string) string) any {
@@ -138,22 +273,14 @@ func camel(s string) string {
 // invocation id of its columns (ADK Python and ADK JS put timestamps of
 // different units in event_data; the column is authoritative).
 func APIEvent(row EventRow) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(row.Data))
-	dec.UseNumber()
-	var v map[string]any
-	if err := dec.Decode(&v); err != nil {
+	v, err := decodeObject(row.Data)
+	if err != nil {
 		return nil, fmt.Errorf("event %s: event_data: %w", row.ID, err)
 	}
-	api, _ := rename(v, camel).(map[string]any)
+	api := toAPI(v)
 	api["id"] = row.ID
 	api["invocationId"] = row.InvocationID
 	us := row.Timestamp.UnixMicro()
 	api["timestamp"] = json.Number(fmt.Sprintf("%d.%06d", us/1e6, us%1e6))
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(api); err != nil {
-		return nil, fmt.Errorf("event %s: %w", row.ID, err)
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return encode(api)
 }

@@ -24,10 +24,10 @@ func TestSplitDelta(t *testing.T) {
 	sorted := func(p []cache.Pair) []cache.Pair {
 		return slices.SortedFunc(slices.Values(p), func(a, b cache.Pair) int { return strings.Compare(a.Key, b.Key) })
 	}
-	require.Equal(t, []cache.Pair{{"apps:k", "5"}, {"k", "1"}, {"n", "null"}}, sorted(d.Session))
-	require.Equal(t, []cache.Pair{{"app:y", "3"}, {"temp:z", "4"}, {"u", `"x"`}}, sorted(d.User))
-	require.Equal(t, []cache.Pair{{"a", "[1]"}, {"user:x", "2"}}, sorted(d.App))
-	require.Equal(t, []cache.Pair{{"temp:t", "true"}}, d.Temp)
+	require.Equal(t, []cache.Pair{{Key: "apps:k", Value: "5"}, {Key: "k", Value: "1"}, {Key: "n", Value: "null"}}, sorted(d.Session))
+	require.Equal(t, []cache.Pair{{Key: "app:y", Value: "3"}, {Key: "temp:z", Value: "4"}, {Key: "u", Value: `"x"`}}, sorted(d.User))
+	require.Equal(t, []cache.Pair{{Key: "a", Value: "[1]"}, {Key: "user:x", Value: "2"}}, sorted(d.App))
+	require.Equal(t, []cache.Pair{{Key: "temp:t", Value: "true"}}, d.Temp)
 	require.JSONEq(t, `{"a":[1],"user:x":2}`, d.AppJSON)
 	require.Equal(t, map[string]any{
 		"k": float64(1), "n": nil, "user:u": "x", "app:a": []any{float64(1)}, "temp:t": true,
