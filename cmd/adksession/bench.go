@@ -10,12 +10,13 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
+	"github.com/adksession/adksession/service"
 )
 
 const benchAbout = `Appends S sessions × E events at concurrency C with a payload of P bytes, through the library
 (or over HTTP with --http), then reads sessions back with a window and in full. Prints append
 throughput and p50/p99 latency, Get latency, Redis bytes per cached event, how long the flusher
-took to catch up (with a database), and, when redis-benchmark is installed, the ratio to an
+took to catch up (with a database, whose schema it migrates first), and, when redis-benchmark is installed, the ratio to an
 EVALSHA ceiling measured in the same run: a script doing append.lua's Redis work, run by
 redis-benchmark at the same concurrency. With no --redis it runs against an embedded Redis.`
 
@@ -44,6 +45,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer mr.Close()
 		f.redisURL = url
+	}
+	if f.databaseURL != "" {
+		// The schema the flusher writes; migrating is idempotent.
+		if err := service.Migrate(ctx, f.databaseURL); err != nil {
+			return fmt.Errorf("migrate %s: %w", redact(f.databaseURL), err)
+		}
 	}
 	svc, err := openService(ctx, f.config())
 	if err != nil {
@@ -86,7 +93,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer rdb.Close()
 	rep.bytesPerEvent, rep.bytesErr = redisBytesPerEvent(ctx, rdb, keys, res.SessionIDs)
 	if !*noCeiling && !embedded {
-		rep.ceiling, rep.ceilingErr = evalshaCeiling(ctx, f.redisURL, cfg)
+		rep.ceiling, rep.ceilingErr = evalshaCeiling(ctx, f.redisURL, cfg, f.databaseURL != "")
 	} else {
 		rep.ceilingErr = fmt.Errorf("skipped")
 	}
@@ -109,7 +116,7 @@ type benchReport struct {
 func (r benchReport) write(w io.Writer) {
 	res := r.res
 	fmt.Fprintf(w, "appends       %d in %s = %.0f/s   p50 %s   p99 %s\n", res.Appends, res.Elapsed.Round(time.Millisecond), res.AppendsPerSec, ms(res.AppendP50), ms(res.AppendP99))
-	fmt.Fprintf(w, "get window    %d newest: p50 %s   p99 %s\n", r.cfg.WindowEvents, ms(res.WindowP50), ms(res.WindowP99))
+	fmt.Fprintf(w, "get window    %d newest: p50 %s   p99 %s\n", res.WindowEvents, ms(res.WindowP50), ms(res.WindowP99))
 	fmt.Fprintf(w, "get full      %d events: p50 %s   p99 %s\n", res.FullEvents, ms(res.FullP50), ms(res.FullP99))
 	if r.bytesErr != nil {
 		fmt.Fprintf(w, "redis bytes   n/a (%v)\n", r.bytesErr)

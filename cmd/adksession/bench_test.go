@@ -58,6 +58,7 @@ func TestBenchAgainstRedis(t *testing.T) {
 		"--sessions", "10", "--events", "20", "--concurrency", "4", "--payload", "200"}, &out, &errs), errs.String())
 	report := out.String()
 	require.Regexp(t, `appends\s+200 in `, report)
+	require.Regexp(t, `get window\s+10 newest`, report)
 	require.Regexp(t, `get full\s+20 events`, report)
 	require.Regexp(t, `redis bytes\s+\d+ per cached event`, report)
 	m := regexp.MustCompile(`ceiling\s+redis-benchmark EVALSHA (\d+)/s at c=4: appends at (\d+)% of the ceiling`).FindStringSubmatch(report)

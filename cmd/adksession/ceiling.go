@@ -23,8 +23,9 @@ const ceilingNamespace = "adksession-bench-ceiling:"
 
 // evalshaCeiling runs redis-benchmark with EVALSHA of ceiling.lua at the
 // run's concurrency and number of appends, and returns its requests/s.
+// durable adds the change-log work append.lua does with a database.
 // Only a standalone Redis (redis:// URL) is measured.
-func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config) (float64, error) {
+func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config, durable bool) (float64, error) {
 	bin, err := exec.LookPath("redis-benchmark")
 	if err != nil {
 		return 0, errors.New("redis-benchmark not installed")
@@ -63,7 +64,11 @@ func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config) (f
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 		args = append(args, "--dbnum", db)
 	}
-	args = append(args, "EVALSHA", sha, "6", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, string(ev), "__rand_int__", "0")
+	durableArg := "0"
+	if durable {
+		durableArg = "1"
+	}
+	args = append(args, "EVALSHA", sha, "6", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, string(ev), "__rand_int__", durableArg)
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	defer cleanupCeiling(context.WithoutCancel(ctx), redisURL)
 	if err != nil {

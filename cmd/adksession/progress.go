@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// progress draws a progress bar on a terminal line, at most 5 times a second.
+// progress draws a progress bar on a terminal line, at most 5 times a
+// second until the total is reached, and once more when done.
 type progress struct {
 	w      io.Writer
 	label  string
@@ -30,7 +31,9 @@ func newProgress(w io.Writer, label string, total int64) *progress {
 		for {
 			select {
 			case <-t.C:
-				p.draw()
+				if p.n.Load() < p.total {
+					p.draw()
+				}
 			case <-p.stop:
 				p.draw()
 				fmt.Fprintln(p.w)
@@ -53,9 +56,9 @@ func (p *progress) done() {
 func (p *progress) draw() {
 	const width = 30
 	n := p.n.Load()
-	frac := 0.0
+	frac := 1.0
 	if p.total > 0 {
-		frac = float64(n) / float64(p.total)
+		frac = min(1, float64(n)/float64(p.total))
 	}
 	full := int(frac * width)
 	rate := float64(n) / time.Since(p.start).Seconds()

@@ -58,6 +58,7 @@ type Result struct {
 	WindowP99      time.Duration
 	FullP50        time.Duration
 	FullP99        time.Duration
+	WindowEvents   int   // events a windowed Get asked for
 	FullEvents     int   // events a full Get returned
 	EventJSONBytes int   // JSON size of one event as appended
 	SessionIDs     []Ref // the sessions written
@@ -101,7 +102,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	res := &Result{SessionIDs: make([]Ref, cfg.Sessions)}
+	res := &Result{SessionIDs: make([]Ref, cfg.Sessions), WindowEvents: cfg.WindowEvents}
 	sessions := make([]Session, cfg.Sessions)
 	for i := range sessions {
 		ref := Ref{cfg.App, fmt.Sprintf("user-%d", i%max(1, cfg.Sessions/4)), fmt.Sprintf("bench-%s-%d", cfg.RunID, i)}
