@@ -155,5 +155,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Ready reports whether the database answers and its schema is current.
+func (s *Store) Ready(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	return s.checkSchema(ctx)
+}
+
 // Dialect returns "postgres" or "sqlite".
 func (s *Store) Dialect() string { return s.d.name }

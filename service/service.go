@@ -165,6 +165,18 @@ func (s *Service) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Ready reports whether Redis answers and, with a database, whether the
+// database answers and its schema is current (for readiness probes).
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if s.db != nil {
+		return s.db.Ready(ctx)
+	}
+	return nil
+}
+
 // Backlog reports the write-behind's unflushed entries, lag and dead letters.
 func (s *Service) Backlog(ctx context.Context) (cache.Backlog, error) {
 	return s.cache.Backlog(ctx)

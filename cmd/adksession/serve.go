@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
 	"github.com/adksession/adksession/service/httpapi"
 )
@@ -88,8 +86,6 @@ type server struct {
 	svc      *service.Service
 	rdb      redis.UniversalClient
 	embedded *miniredis.Miniredis
-	dbMu     sync.Mutex
-	db       *persist.Store // for /readyz
 }
 
 // startServer opens the stores, starts the HTTP server and prints where
@@ -147,7 +143,7 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 		Logger:         slog.Default(),
 	}
 	if f.store.databaseURL != "" {
-		opt.Ready = s.databaseReady(f.store.databaseURL)
+		opt.Ready = s.svc.Ready
 		opt.FlushStats = func(ctx context.Context) (httpapi.FlushStats, error) {
 			b, err := s.svc.Backlog(ctx)
 			return httpapi.FlushStats{Lag: b.Lag, Backlog: b.Entries, DeadLetters: b.Dead}, err
@@ -162,23 +158,6 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 	go func() { s.served <- s.http.Serve(ln) }()
 	fmt.Fprintf(stdout, "http:     %s (dashboard at /, metrics at /metrics)\n", s.url)
 	return s, nil
-}
-
-// databaseReady checks for /readyz that the database answers and its schema
-// is current; the connection is opened on first use and kept.
-func (s *server) databaseReady(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		s.dbMu.Lock()
-		defer s.dbMu.Unlock()
-		if s.db == nil {
-			db, err := persist.Open(ctx, url)
-			if err != nil {
-				return err
-			}
-			s.db = db
-		}
-		return s.db.Ping(ctx)
-	}
 }
 
 // shutdown drains in this order: HTTP server (no new requests; those in
@@ -203,11 +182,6 @@ func (s *server) closeStores(ctx context.Context) error {
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}
-	s.dbMu.Lock()
-	if s.db != nil {
-		errs = append(errs, s.db.Close())
-	}
-	s.dbMu.Unlock()
 	if s.embedded != nil {
 		s.embedded.Close()
 	}
