@@ -60,6 +60,19 @@ func (s *Store) Tombstoned(ctx context.Context, app, user, sid string) (bool, er
 	return v == "1", err
 }
 
+// UserIndexHas tells whether Redis holds the user's state hash (then the
+// user's session index is complete) and whether sid is in that index.
+func (s *Store) UserIndexHas(ctx context.Context, app, user, sid string) (cached, indexed bool, err error) {
+	k := s.keys.Session(app, user, sid)
+	pipe := s.rdb.Pipeline()
+	exists := pipe.Exists(ctx, k.User)
+	score := pipe.ZScore(ctx, k.UserIndex, sid)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return false, false, fmt.Errorf("read user index: %w", err)
+	}
+	return exists.Val() == 1, score.Err() == nil, nil
+}
+
 // AppIndexComplete tells whether the app's session index lists every
 // session the database has (it does unless Redis lost it: see
 // MarkAppIndexComplete).
