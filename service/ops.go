@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -118,6 +117,12 @@ func (s *Service) checkNotInDatabase(ctx context.Context, app, user, sid string)
 	if s.db == nil {
 		return nil
 	}
+	// While Redis holds the user, its session index lists every session the
+	// database has: no database round trip (and creates go on while the
+	// database is down).
+	if cached, indexed, err := s.cache.UserIndexHas(ctx, app, user, sid); err != nil || (cached && !indexed) {
+		return err
+	}
 	ok, err := s.db.SessionExists(ctx, persist.SessionKey{AppName: app, UserID: user, SessionID: sid})
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", sid, err)
@@ -193,7 +198,9 @@ func decodeEvents(recs []cache.EventRecord) ([]*Event, error) {
 	out := make([]*Event, len(recs))
 	for i, r := range recs {
 		ev := &Event{}
-		if err := json.Unmarshal([]byte(r.JSON), ev); err != nil {
+		// UnmarshalJSON validates as it decodes: json.Unmarshal would scan
+		// the whole event once more first.
+		if err := ev.UnmarshalJSON([]byte(r.JSON)); err != nil {
 			return nil, fmt.Errorf("event %d: %w", r.Seq, err)
 		}
 		ev.Timestamp = time.UnixMicro(r.Ts).UTC()
