@@ -72,7 +72,7 @@ func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error)
 		args = appendPairs(args, a.Computed.State)
 		args = appendPairs(args, a.Computed.Artifacts)
 	}
-	v, err := rewindScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo}, args...).Slice()
+	v, err := s.write(ctx, rewindScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("rewind script: %w", err)
 	}

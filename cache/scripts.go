@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -86,4 +87,49 @@ func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
 		}
 	}
 	return nil
+}
+
+// ErrNotReplicated: a write was applied on the master but fewer replicas
+// than Options.WaitReplicas confirmed it in time; it is not acknowledged
+// (it may survive, or be lost in a failover).
+var ErrNotReplicated = errors.New("adksession: write not confirmed by enough replicas")
+
+// write runs a script that changes data. With WaitReplicas it sends WAIT in
+// the same round trip, on the master that ran the script.
+func (s *Store) write(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if s.waitReplicas <= 0 {
+		return sc.Run(ctx, s.rdb, keys, args...)
+	}
+	var node redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		c, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
+		node = c
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := node.Pipeline()
+		var cmd *redis.Cmd
+		if attempt == 0 {
+			cmd = sc.EvalSha(ctx, pipe, keys, args...)
+		} else {
+			cmd = sc.Eval(ctx, pipe, keys, args...)
+		}
+		wait := pipe.Do(ctx, "wait", s.waitReplicas, s.waitTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if attempt == 0 && isNoScript(cmd.Err()) {
+			continue
+		}
+		if cmd.Err() == nil {
+			if err := wait.Err(); err != nil {
+				cmd.SetErr(fmt.Errorf("%w: %v", ErrNotReplicated, err))
+			} else if n, _ := wait.Int64(); n < int64(s.waitReplicas) {
+				cmd.SetErr(fmt.Errorf("%w: %d of %d replicas in %s", ErrNotReplicated, n, s.waitReplicas, s.waitTimeout))
+			}
+		}
+		return cmd
+	}
 }

@@ -21,6 +21,8 @@ type Store struct {
 	// AppliedRetention is how long app-delta ids are remembered for
 	// idempotent re-application.
 	appliedRetention time.Duration
+	waitReplicas     int
+	waitTimeout      time.Duration
 }
 
 // Options configure a Store.
@@ -28,6 +30,11 @@ type Options struct {
 	Keys    Keys
 	Durable bool          // a database backs Redis: log changes, tombstone deletes
 	TempTTL time.Duration // TTL of temp: state, safety net for invocations never ended
+	// WaitReplicas > 0: a write is acknowledged only once that many replicas
+	// have it (WAIT, in the same round trip), so a failover loses nothing
+	// acknowledged. WaitTimeout bounds the wait (default 1s).
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // NewStore returns a Store over rdb.
@@ -35,7 +42,11 @@ func NewStore(rdb redis.UniversalClient, o Options) *Store {
 	if o.TempTTL <= 0 {
 		o.TempTTL = time.Hour
 	}
-	return &Store{rdb: rdb, keys: o.Keys, durable: o.Durable, tempTTL: o.TempTTL, appliedRetention: 7 * 24 * time.Hour}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = time.Second
+	}
+	return &Store{rdb: rdb, keys: o.Keys, durable: o.Durable, tempTTL: o.TempTTL, appliedRetention: 7 * 24 * time.Hour,
+		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout}
 }
 
 // Client is the underlying Redis client.
@@ -92,7 +103,7 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
-	res, err := createScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
+	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
@@ -114,7 +125,7 @@ func (s *Store) ApplyApp(ctx context.Context, app, id string, pairs []Pair) erro
 	}
 	k := s.keys.App(app)
 	args := appendPairs([]any{id, time.Now().UnixMilli(), s.appliedRetention.Milliseconds(), boolArg(s.durable)}, pairs)
-	n, err := appApplyScript.Run(ctx, s.rdb, []string{k.State, k.Applied}, args...).Int64()
+	n, err := s.write(ctx, appApplyScript, []string{k.State, k.Applied}, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("app state script: %w", err)
 	}
@@ -166,7 +177,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	args = appendPairs(args, a.Delta.User)
 	args = appendPairs(args, a.Delta.Temp)
 	args = appendPairs(args, a.Artifacts)
-	v, err := appendScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo}, args...).Slice()
+	v, err := s.write(ctx, appendScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("append script: %w", err)
 	}
@@ -192,7 +203,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
 	args := []any{boolArg(s.durable), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
-	res, err := deleteScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
+	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)
 	}
@@ -203,7 +214,7 @@ func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error)
 // inv owned the session's temp state.
 func (s *Store) EndInvocation(ctx context.Context, app, user, sid, inv string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
-	n, err := endInvocationScript.Run(ctx, s.rdb, []string{k.Session, k.Temp}, inv).Int64()
+	n, err := s.write(ctx, endInvocationScript, []string{k.Session, k.Temp}, inv).Int64()
 	if err != nil {
 		return false, fmt.Errorf("end invocation script: %w", err)
 	}

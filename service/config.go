@@ -49,6 +49,13 @@ type Config struct {
 	// DisableFlusher keeps this process from running a flusher (others,
 	// such as `adksession flush`, drain the change log).
 	DisableFlusher bool
+	// WaitReplicas > 0 acknowledges a write only once that many replicas
+	// of its Redis master have it (WAIT, sent in the same round trip), so
+	// that a failover loses nothing acknowledged; 0 (default) trusts the
+	// master alone. A write not confirmed within WaitTimeout (default 1s)
+	// fails with an error (it may still have been applied).
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// Logger receives the flusher's warnings (default slog.Default()).
 	Logger *slog.Logger
 }

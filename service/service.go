@@ -63,7 +63,8 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("open database: %w", err)
 		}
 	}
-	s.cache = cache.NewStore(rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL})
+	s.cache = cache.NewStore(rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL,
+		WaitReplicas: cfg.WaitReplicas, WaitTimeout: cfg.WaitTimeout})
 	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents})
 	if s.db != nil && !cfg.DisableFlusher {
 		s.flusher = s.NewFlusher(cfg.Logger)
