@@ -59,7 +59,7 @@ func measureCeiling(b *testing.B, svc *service.Service, redisURL, ns string, con
 	require.NoError(b, err)
 	require.Equal(b, "redis", u.Scheme, "the ceiling is measured on standalone Redis")
 
-	app, user, sid := "ceiling", "u", "c"+strconv.Itoa(concurrency)
+	app, user, sid := "ceiling", "u", uuid.NewString()
 	_, err = svc.Create(ctx, &service.CreateRequest{AppName: app, UserID: user, SessionID: sid})
 	require.NoError(b, err)
 	defer svc.Delete(ctx, &service.DeleteRequest{AppName: app, UserID: user, SessionID: sid})
@@ -129,6 +129,27 @@ func parseBenchmarkCSV(out string) (ceiling, error) {
 	}
 	f := func(i int) float64 { v, _ := strconv.ParseFloat(m[i], 64); return v }
 	return ceiling{RPS: f(1), P50: f(4) * 1000, P99: f(6) * 1000}, nil
+}
+
+var evalshaStats = regexp.MustCompile(`cmdstat_evalsha:calls=([0-9]+),usec=([0-9]+)`)
+
+// evalshaUsec reads Redis's total count and CPU time (µs) of EVALSHA calls
+// from INFO commandstats; the difference of two readings is the server's own
+// time per script call, network and client excluded.
+func evalshaUsec(b *testing.B, redisURL string) (calls, usec int64) {
+	b.Helper()
+	rdb, err := cache.NewClient(redisURL)
+	require.NoError(b, err)
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(b, err)
+	m := evalshaStats.FindStringSubmatch(info)
+	if m == nil {
+		return 0, 0
+	}
+	calls, _ = strconv.ParseInt(m[1], 10, 64)
+	usec, _ = strconv.ParseInt(m[2], 10, 64)
+	return calls, usec
 }
 
 func tail(s string, n int) string {

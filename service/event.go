@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,19 +104,51 @@ type object struct {
 }
 
 func (o *object) raw(key string, v []byte) {
+	o.key(key)
+	o.buf.Write(v)
+}
+
+// key writes the separator and "key":. Plain keys and strings (every known
+// key, ids, authors) are written as the bytes json.Marshal would write, without
+// its allocations: this runs for every field of every event appended.
+func (o *object) key(key string) {
 	if o.buf.Len() == 0 {
 		o.buf.WriteByte('{')
 	} else {
 		o.buf.WriteByte(',')
 	}
-	k, _ := json.Marshal(key)
-	o.buf.Write(k)
+	if plainString(key) {
+		o.buf.WriteByte('"')
+		o.buf.WriteString(key)
+		o.buf.WriteByte('"')
+	} else {
+		k, _ := json.Marshal(key)
+		o.buf.Write(k)
+	}
 	o.buf.WriteByte(':')
-	o.buf.Write(v)
+}
+
+// plainString tells whether json.Marshal writes s as it is between quotes:
+// printable ASCII but '"', '\\' and the HTML characters it escapes.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 func (o *object) value(key string, v any) {
 	if o.err != nil {
+		return
+	}
+	if s, ok := v.(string); ok && plainString(s) {
+		o.key(key)
+		o.buf.WriteByte('"')
+		o.buf.WriteString(s)
+		o.buf.WriteByte('"')
 		return
 	}
 	b, err := json.Marshal(v)
@@ -161,6 +194,7 @@ var actionKeys = map[string]bool{
 // MarshalJSON writes e in ADK's API form.
 func (e Event) MarshalJSON() ([]byte, error) {
 	var o object
+	o.buf.Grow(len(e.Content) + 512)
 	o.value("id", e.ID)
 	o.value("invocationId", e.InvocationID)
 	o.value("author", e.Author)
@@ -263,11 +297,11 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		var err error
 		switch k {
 		case "id":
-			err = json.Unmarshal(v, &e.ID)
+			err = unmarshalString(v, &e.ID)
 		case "invocationId":
-			err = json.Unmarshal(v, &e.InvocationID)
+			err = unmarshalString(v, &e.InvocationID)
 		case "author":
-			err = json.Unmarshal(v, &e.Author)
+			err = unmarshalString(v, &e.Author)
 		case "branch":
 			err = nullable(v, &e.Branch)
 		case "timestamp":
@@ -358,6 +392,26 @@ func (a *EventActions) UnmarshalJSON(data []byte) error {
 }
 
 // nullable decodes v into p, leaving the zero value for JSON null.
+// unmarshalString is json.Unmarshal into a string, without its cost for a
+// string of printable ASCII without escapes (ids, names): every event read
+// decodes three.
+func unmarshalString(v json.RawMessage, p *string) error {
+	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' {
+		plain := true
+		for _, c := range v[1 : n-1] {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			*p = string(v[1 : n-1])
+			return nil
+		}
+	}
+	return json.Unmarshal(v, p)
+}
+
 func nullable[T any](v json.RawMessage, p *T) error {
 	if string(v) == "null" {
 		return nil
@@ -375,7 +429,35 @@ func epochSeconds(t time.Time) []byte {
 	if us < 0 {
 		sign, us = "-", -us
 	}
-	return []byte(fmt.Sprintf("%s%d.%06d", sign, us/1e6, us%1e6))
+	b := append([]byte(sign), strconv.FormatInt(us/1e6, 10)...)
+	frac := strconv.FormatInt(1e6+us%1e6, 10) // "1dddddd": the six digits, zero-padded
+	return append(append(b, '.'), frac[1:]...)
+}
+
+// epochMicros reads "<seconds>[.<up to 6 digits>]" below 1e11 seconds (what
+// epochSeconds writes) exactly with integers; ok is false for anything else,
+// which parseEpoch reads with big.Float.
+func epochMicros(s string) (us int64, ok bool) {
+	secs, frac, _ := strings.Cut(s, ".")
+	if secs == "" || len(secs) > 11 || len(frac) > 6 || strings.Contains(s, ".") && frac == "" {
+		return 0, false
+	}
+	for _, part := range []string{secs, frac} {
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return 0, false
+			}
+		}
+	}
+	n, _ := strconv.ParseInt(secs, 10, 64)
+	if n >= 1e11 {
+		return 0, false
+	}
+	var f int64
+	if frac != "" {
+		f, _ = strconv.ParseInt(frac+"000000"[len(frac):], 10, 64)
+	}
+	return n*1e6 + f, true
 }
 
 // parseEpoch reads float epoch seconds (API form) to the microsecond. A
@@ -394,6 +476,9 @@ func parseEpoch(v json.RawMessage) (time.Time, error) {
 			return t.Truncate(time.Microsecond), nil
 		}
 		s = str
+	}
+	if us, ok := epochMicros(s); ok {
+		return time.UnixMicro(us).UTC(), nil
 	}
 	f, ok := new(big.Float).SetPrec(128).SetString(s)
 	if !ok {
