@@ -37,14 +37,10 @@ type ceiling struct {
 }
 
 // ceilingScript is lua/append.lua with the handle's revision read from the
-// session: `local handle = tonumber(ARGV[1])` becomes `local handle = rev`.
+// session (lua.AppendCeiling).
 func ceilingScript(b *testing.B) string {
 	b.Helper()
-	const from, to = "local handle = tonumber(ARGV[1])", "local handle = rev"
-	if strings.Count(lua.Append, from) != 1 {
-		b.Fatalf("lua/append.lua no longer has exactly one %q: update ceilingScript", from)
-	}
-	return strings.Replace(lua.Append, from, to, 1)
+	return lua.AppendCeiling()
 }
 
 // measureCeiling runs redis-benchmark with EVALSHA of the ceiling script at

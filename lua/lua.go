@@ -4,7 +4,10 @@
 // run on standalone Redis and on Redis Cluster. Package cache wraps them.
 package lua
 
-import _ "embed"
+import (
+	_ "embed"
+	"strings"
+)
 
 // Create creates a session; see create.lua.
 //
@@ -65,3 +68,15 @@ var LeaseRelease string
 //
 //go:embed rewind.lua
 var Rewind string
+
+// AppendCeiling is append.lua with the handle's revision read from the
+// session instead of ARGV[1], so that any number of calls with the same
+// arguments append: the same Redis work as an append, for measuring the
+// ceiling (redis-benchmark EVALSHA) that benchmarks compare against.
+func AppendCeiling() string {
+	const from, to = "local handle = tonumber(ARGV[1])", "local handle = rev"
+	if strings.Count(Append, from) != 1 {
+		panic("lua/append.lua no longer reads the handle's revision from ARGV[1]: update AppendCeiling")
+	}
+	return strings.Replace(Append, from, to, 1)
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,20 +9,21 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
+	"github.com/adksession/adksession/lua"
 )
-
-//go:embed ceiling.lua
-var ceilingScript string
 
 // ceilingNamespace keeps the ceiling's keys apart from every deployment's.
 const ceilingNamespace = "adksession-bench-ceiling:"
 
-// evalshaCeiling runs redis-benchmark with EVALSHA of ceiling.lua at the
-// run's concurrency and number of appends, and returns its requests/s.
-// durable adds the change-log work append.lua does with a database.
+// evalshaCeiling runs redis-benchmark with EVALSHA of lua/append.lua itself
+// (lua.AppendCeiling: the same Redis work as one append, each call appending
+// to one session) at the run's concurrency and number of appends, and
+// returns its requests/s. durable adds the change-log work append.lua does
+// with a database.
 // Only a standalone Redis (redis:// URL) is measured.
 func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config, durable bool) (float64, error) {
 	bin, err := exec.LookPath("redis-benchmark")
@@ -39,7 +39,7 @@ func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config, du
 		return 0, err
 	}
 	defer rdb.Close()
-	sha, err := rdb.ScriptLoad(ctx, ceilingScript).Result()
+	sha, err := rdb.ScriptLoad(ctx, lua.AppendCeiling()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("SCRIPT LOAD: %w", err)
 	}
@@ -47,14 +47,18 @@ func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config, du
 	if err != nil {
 		return 0, err
 	}
-	// __rand_int__ spreads the calls over cfg.Sessions sessions (redis-benchmark -r).
-	k := keys.Session("bench", "u", "__rand_int__")
+	const app, user, sid = "bench", "u", "ceiling"
+	store := cache.NewStore(rdb, cache.Options{Keys: keys})
+	if err := store.Create(ctx, cache.CreateArgs{App: app, User: user, SID: sid, CreateTime: time.Now().UnixMicro()}); err != nil && !errors.Is(err, cache.ErrExists) {
+		return 0, fmt.Errorf("ceiling session: %w", err)
+	}
+	k := keys.Session(app, user, sid)
 	ev, err := loadgen.Event(0, cfg.PayloadBytes).MarshalJSON()
 	if err != nil {
 		return 0, err
 	}
 	args := []string{"-h", u.Hostname(), "-p", u.Port(), "-n", strconv.Itoa(cfg.Sessions * cfg.Events), "-c", strconv.Itoa(cfg.Concurrency),
-		"-r", strconv.Itoa(cfg.Sessions), "-q"}
+		"-q"}
 	if pw, ok := u.User.Password(); ok {
 		args = append(args, "-a", pw)
 		if name := u.User.Username(); name != "" {
@@ -68,7 +72,12 @@ func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config, du
 	if durable {
 		durableArg = "1"
 	}
-	args = append(args, "EVALSHA", sha, "6", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, string(ev), "__rand_int__", durableArg)
+	// append.lua's ARGV (see its header): the state delta of loadgen's events
+	// (one session key), no user, temp or artifact changes.
+	ts := strconv.FormatInt(time.Now().UnixMicro(), 10)
+	args = append(args, "EVALSHA", sha, "7", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo,
+		"0", "", ts, "bench-inv", string(ev), "3600000", durableArg, app, user, sid, "", "bench-event",
+		"1", "counter", "1", "0", "0", "0")
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	defer cleanupCeiling(context.WithoutCancel(ctx), redisURL)
 	if err != nil {
