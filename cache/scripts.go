@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -94,23 +95,52 @@ func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
 // (it may survive, or be lost in a failover).
 var ErrNotReplicated = errors.New("adksession: write not confirmed by enough replicas")
 
+// maxRedirects bounds how often write follows a slot that moved (go-redis's
+// default for the commands it routes itself).
+const maxRedirects = 3
+
+// masterFor returns the node serving key: the Redis itself when standalone,
+// else the cluster master of key's slot. With movedTo (the address of a MOVED
+// reply) it has the cluster state reloaded and waits, within ctx and a
+// second, until the state names movedTo: write pins the node itself (WAIT
+// must follow the script on its connection), so go-redis's redirect
+// handling, which would refresh the state, never sees the MOVED.
+func (s *Store) masterFor(ctx context.Context, key, movedTo string) (redis.Cmdable, error) {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return s.rdb, nil
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		c, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if movedTo == "" || c.Options().Addr == movedTo || time.Now().After(deadline) {
+			return c, nil
+		}
+		cc.ReloadState(ctx)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // write runs a script that changes data. With WaitReplicas it sends WAIT in
 // the same round trip, on the master that ran the script.
 func (s *Store) write(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if s.waitReplicas <= 0 {
 		return sc.Run(ctx, s.rdb, keys, args...)
 	}
-	var node redis.Cmdable = s.rdb
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		c, err := cc.MasterForKey(ctx, keys[0])
-		if err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
-		}
-		node = c
+	node, err := s.masterFor(ctx, keys[0], "")
+	if err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
 	}
-	for attempt := 0; ; attempt++ {
+	for attempt, redirects := 0, 0; ; attempt++ {
 		pipe := node.Pipeline()
 		var cmd *redis.Cmd
 		if attempt == 0 {
@@ -121,6 +151,15 @@ func (s *Store) write(ctx context.Context, sc *redis.Script, keys []string, args
 		wait := pipe.Do(ctx, "wait", s.waitReplicas, s.waitTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if attempt == 0 && isNoScript(cmd.Err()) {
+			continue
+		}
+		if addr, moved := redis.IsMovedError(cmd.Err()); moved && redirects < maxRedirects {
+			// The slot has a new master (a failover): this node ran nothing.
+			redirects++
+			if node, err = s.masterFor(ctx, keys[0], addr); err != nil {
+				cmd.SetErr(err)
+				return cmd
+			}
 			continue
 		}
 		if cmd.Err() == nil {

@@ -25,6 +25,8 @@ import (
 // ev.Actions.StateDelta; sess is updated in place (events, state,
 // LastUpdateTime). A handle older than the stored session is
 // ErrStaleSession with nothing written, unless Config.ConcurrentAppends.
+// Once the first script has stored the event, a failing app: step is
+// retried (it is idempotent) until it succeeds or ctx ends.
 func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) error {
 	if sess == nil {
 		return fmt.Errorf("%w: session: nil", ErrInvalidArgument)
@@ -93,7 +95,7 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	case err != nil:
 		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
 	}
-	if err := s.applyApp(ctx, sess.appName, stored.ID, delta.App); err != nil {
+	if err := s.finishApp(ctx, sess.appName, stored.ID, delta.App); err != nil {
 		return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
 	}
 
@@ -115,6 +117,27 @@ func (s *Service) applyApp(ctx context.Context, app, id string, pairs []cache.Pa
 		return s.cache.ApplyApp(ctx, app, id, pairs)
 	}
 	return persist.ApplyAppState(ctx, s.db, s.cache, app, id, pairs)
+}
+
+// finishApp applies the app part of an event whose session part is already
+// stored. Giving up would leave a stored event without its app: keys (only
+// a database's flusher repairs them) and invite a caller retry that stores
+// the event twice; the app script is idempotent per event id, so it is
+// retried with capped backoff until it succeeds or ctx ends.
+func (s *Service) finishApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
+	backoff := 10 * time.Millisecond
+	for {
+		err := s.applyApp(ctx, app, id, pairs)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // checkEvent validates the fields of an event that become columns.
