@@ -19,7 +19,8 @@ import (
 // FlusherOptions configure a Flusher; zero values take the defaults.
 type FlusherOptions struct {
 	BatchSize       int           // change-log entries per transaction (default 500)
-	Interval        time.Duration // poll interval when idle (default 100ms)
+	Interval        time.Duration // poll interval while there is work (default 100ms)
+	MaxIdleInterval time.Duration // longest poll interval when idle (default 10 × Interval)
 	CacheTTL        time.Duration // TTL of idle, fully flushed sessions (default 24h)
 	MaxCachedEvents int           // flushed events a session keeps in Redis (default 1000)
 	LeaseTTL        time.Duration // how long a shard stays with a flusher that stopped renewing (default 15s)
@@ -33,6 +34,9 @@ func (o FlusherOptions) withDefaults() FlusherOptions {
 	}
 	if o.Interval <= 0 {
 		o.Interval = 100 * time.Millisecond
+	}
+	if o.MaxIdleInterval < o.Interval {
+		o.MaxIdleInterval = 10 * o.Interval
 	}
 	if o.CacheTTL <= 0 {
 		o.CacheTTL = 24 * time.Hour
@@ -160,8 +164,10 @@ func (f *Flusher) Stats() FlusherStats {
 
 func (f *Flusher) loop(ctx context.Context) {
 	defer close(f.done)
-	ticker := time.NewTicker(f.opts.Interval)
-	defer ticker.Stop()
+	// Idle polls back off from Interval to MaxIdleInterval, so that a fleet
+	// of idle processes does not poll every shard ten times a second; work
+	// found, or a Kick, brings the interval back.
+	idle := f.opts.Interval
 	backoff := time.Duration(0)
 	var lastLog time.Time
 	for {
@@ -186,15 +192,20 @@ func (f *Flusher) loop(ctx context.Context) {
 			}
 			continue
 		case n > 0:
-			backoff = 0
+			backoff, idle = 0, f.opts.Interval
 			continue // more may be waiting
 		}
 		backoff = 0
+		timer := time.NewTimer(idle)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-ticker.C:
+		case <-timer.C:
+			idle = min(2*idle, f.opts.MaxIdleInterval)
 		case <-f.notify:
+			timer.Stop()
+			idle = f.opts.Interval
 		}
 	}
 }

@@ -44,7 +44,9 @@ type Config struct {
 	// FlushBatchSize is the number of change-log entries the flusher writes
 	// per transaction (default 500).
 	FlushBatchSize int
-	// FlushInterval is how often the flusher polls for changes (default 100ms).
+	// FlushInterval is how often the flusher polls for changes while it
+	// finds work (default 100ms); idle, it backs off to 10 × FlushInterval.
+	// Flush wakes this process's flusher at once.
 	FlushInterval time.Duration
 	// DisableFlusher keeps this process from running a flusher (others,
 	// such as `adksession flush`, drain the change log).
