@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/adksession/adksession/service"
 )
 
@@ -16,12 +18,17 @@ func Example() {
 	ctx := context.Background()
 	url := os.Getenv("ADKSESSION_TEST_REDIS_URL")
 	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
+		// No Redis at hand: an in-process one (as `adksession serve` embeds).
+		mr := miniredis.NewMiniRedis()
+		if err := mr.Start(); err != nil {
+			panic(err)
+		}
+		defer mr.Close()
+		url = "redis://" + mr.Addr() + "/0"
 	}
 	svc, err := service.Open(ctx, service.Config{RedisURL: url, Namespace: fmt.Sprintf("example-%d:", time.Now().UnixNano())})
 	if err != nil {
-		fmt.Println("no redis:", err)
-		return
+		panic(err)
 	}
 	defer svc.Close(ctx)
 
