@@ -257,7 +257,15 @@ func TempDir(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(EnvTmpDir)
 	if base == "" {
-		return t.TempDir()
+		// t.TempDir's directories are private (0700): open them to the
+		// server users (postgres runs as another user when we are root).
+		dir := t.TempDir()
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatalf("testenv: %v", err)
+			}
+		}
+		return dir
 	}
 	dir, err := os.MkdirTemp(base, sanitize(t.Name(), 40)+"-")
 	if err != nil {
