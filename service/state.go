@@ -93,3 +93,6 @@ func mergedState(snap *cache.Snapshot) (map[string]any, error) {
 	}
 	return out, nil
 }
+
+// hasPrefix is strings.HasPrefix for the scope prefixes.
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

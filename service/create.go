@@ -1,0 +1,105 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/persist"
+)
+
+// CreateRequest asks for a new session.
+type CreateRequest struct {
+	AppName, UserID string
+	// SessionID: empty gets a UUIDv4.
+	SessionID string
+	// State: initial state, split by scope like a delta; temp: keys are dropped.
+	State map[string]any
+}
+
+// CreateResponse holds the new session.
+type CreateResponse struct{ Session *Session }
+
+// Create creates a session. An existing id of the same (app, user) is
+// ErrAlreadyExists, atomically: of two concurrent creates of one id exactly
+// one wins.
+func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
+	sid := req.SessionID
+	if sid == "" {
+		sid = uuid.NewString()
+	}
+	if err := checkSession(req.AppName, req.UserID, sid); err != nil {
+		return nil, err
+	}
+	state := make(map[string]any, len(req.State))
+	for k, v := range req.State {
+		if !hasPrefix(k, TempPrefix) {
+			state[k] = v
+		}
+	}
+	delta, normalized, err := s.splitDelta("State", state)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkNotInDatabase(ctx, req.AppName, req.UserID, sid); err != nil {
+		return nil, err
+	}
+	now := time.Now().Truncate(time.Microsecond)
+	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Delta: delta}
+	err = s.cache.Create(ctx, args)
+	for attempt := 0; attempt < 2 && s.db != nil && isRecoverable(err); attempt++ {
+		if err = s.loader.Recover(ctx, req.AppName, req.UserID, sid, err); err == nil {
+			err = s.cache.Create(ctx, args)
+		}
+	}
+	switch {
+	case errors.Is(err, cache.ErrExists):
+		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrAlreadyExists, sid, req.AppName, req.UserID)
+	case err != nil:
+		return nil, fmt.Errorf("create session %s: %w", sid, err)
+	}
+	if err := s.applyApp(ctx, req.AppName, cache.CreateChangeID(args.CreateTime, req.UserID, sid), delta.App); err != nil {
+		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
+	}
+	// The handle sees the state as a Get would: with the app and user state
+	// other sessions wrote.
+	resp, err := s.Get(ctx, &GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: sid})
+	if err != nil {
+		sess := &Session{id: sid, appName: req.AppName, userID: req.UserID, state: normalized, lastUpdate: now}
+		if sess.state == nil {
+			sess.state = map[string]any{}
+		}
+		return &CreateResponse{Session: sess}, nil
+	}
+	return &CreateResponse{Session: resp.Session}, nil
+}
+
+// checkNotInDatabase refuses an id that only the database still holds
+// (evicted from Redis); a deleted one whose delete is not flushed yet is free.
+func (s *Service) checkNotInDatabase(ctx context.Context, app, user, sid string) error {
+	if s.db == nil {
+		return nil
+	}
+	// While Redis holds the user, its session index lists every session the
+	// database has: no database round trip (and creates go on while the
+	// database is down).
+	if cached, indexed, err := s.cache.UserIndexHas(ctx, app, user, sid); err != nil || (cached && !indexed) {
+		return err
+	}
+	ok, err := s.db.SessionExists(ctx, persist.SessionKey{AppName: app, UserID: user, SessionID: sid})
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", sid, err)
+	}
+	if !ok {
+		return nil
+	}
+	if dead, err := s.cache.Tombstoned(ctx, app, user, sid); err != nil || dead {
+		return err
+	}
+	return fmt.Errorf("%w: session %s of app %s, user %s", ErrAlreadyExists, sid, app, user)
+}
+

@@ -1,0 +1,21 @@
+package service
+
+import (
+	"context"
+	"fmt"
+)
+
+// DeleteRequest names a session to delete.
+type DeleteRequest struct{ AppName, UserID, SessionID string }
+
+// Delete removes a session and its events (app and user state stay).
+// Deleting a missing session is not an error.
+func (s *Service) Delete(ctx context.Context, req *DeleteRequest) error {
+	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
+		return err
+	}
+	if _, err := s.cache.Delete(ctx, req.AppName, req.UserID, req.SessionID); err != nil {
+		return fmt.Errorf("delete session %s: %w", req.SessionID, err)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/loader"
+)
+
+// GetRequest asks for a session and a window of its events.
+type GetRequest struct {
+	AppName, UserID, SessionID string
+	// NumRecentEvents > 0 keeps the newest n events (of those After lets through).
+	NumRecentEvents int
+	// After keeps events with timestamp >= After (inclusive); zero = all.
+	After time.Time
+	// InvocationID includes the temp: state of that running invocation.
+	InvocationID string
+}
+
+// GetResponse holds the session.
+type GetResponse struct{ Session *Session }
+
+// Get returns a session with a window of its events and its full current
+// state. An unknown session, or one of another user or app, is ErrNotFound.
+func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error) {
+	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
+		return nil, err
+	}
+	if req.NumRecentEvents < 0 {
+		return nil, fmt.Errorf("%w: NumRecentEvents: %d is negative", ErrInvalidArgument, req.NumRecentEvents)
+	}
+	after := int64(-1)
+	if !req.After.IsZero() {
+		after = req.After.UnixMicro()
+	}
+	snap, err := s.loader.Get(ctx, cache.GetArgs{
+		App: req.AppName, User: req.UserID, SID: req.SessionID,
+		After: after, NumRecent: req.NumRecentEvents, InvocationID: req.InvocationID,
+	})
+	switch {
+	case errors.Is(err, loader.ErrNotFound):
+		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+	case err != nil:
+		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
+	}
+	sess, err := sessionFromSnapshot(req.AppName, req.UserID, req.SessionID, snap)
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
+	}
+	if len(snap.Temp) > 0 {
+		sess.tempInv = req.InvocationID
+	}
+	return &GetResponse{Session: sess}, nil
+}
+
+// sessionFromSnapshot builds a handle from what the cache returned.
+func sessionFromSnapshot(app, user, sid string, snap *cache.Snapshot) (*Session, error) {
+	state, err := mergedState(snap)
+	if err != nil {
+		return nil, err
+	}
+	events, err := decodeEvents(snap.Events)
+	if err != nil {
+		return nil, err
+	}
+	lastTs := snap.UpdateTime
+	if snap.Rev == 0 {
+		lastTs = 0
+	}
+	return &Session{
+		id: sid, appName: app, userID: user,
+		state: state, events: events,
+		lastUpdate: time.UnixMicro(snap.UpdateTime).UTC(),
+		rev:        snap.Rev, lastTs: lastTs,
+	}, nil
+}
+
+// decodeEvents decodes cached events; the cache's timestamp is authoritative.
+func decodeEvents(recs []cache.EventRecord) ([]*Event, error) {
+	out := make([]*Event, len(recs))
+	for i, r := range recs {
+		ev := &Event{}
+		// UnmarshalJSON validates as it decodes: json.Unmarshal would scan
+		// the whole event once more first.
+		if err := ev.UnmarshalJSON([]byte(r.JSON)); err != nil {
+			return nil, fmt.Errorf("event %d: %w", r.Seq, err)
+		}
+		ev.Timestamp = time.UnixMicro(r.Ts).UTC()
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// GetUserState returns the user-scoped state of (app, user), keys without
+// the "user:" prefix; empty when the user has none.
+func (s *Service) GetUserState(ctx context.Context, appName, userID string) (map[string]any, error) {
+	if err := checkID("AppName", appName, MaxIDBytes); err != nil {
+		return nil, err
+	}
+	if err := checkID("UserID", userID, MaxIDBytes); err != nil {
+		return nil, err
+	}
+	m, ok, err := s.cache.UserState(ctx, appName, userID)
+	if err == nil && !ok && s.db != nil {
+		if err = s.loader.Recover(ctx, appName, userID, "", cache.ErrUserNotCached); err == nil {
+			m, _, err = s.cache.UserState(ctx, appName, userID)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get user state of %s: %w", userID, err)
+	}
+	return mergedState(&cache.Snapshot{State: m})
+}
