@@ -102,4 +102,3 @@ func (s *Service) checkNotInDatabase(ctx context.Context, app, user, sid string)
 	}
 	return fmt.Errorf("%w: session %s of app %s, user %s", ErrAlreadyExists, sid, app, user)
 }
-
