@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,7 +58,7 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	}
 	stored.Timestamp = stored.Timestamp.Truncate(time.Microsecond).UTC()
 	for k := range stored.Actions.StateDelta {
-		if hasPrefix(k, TempPrefix) {
+		if strings.HasPrefix(k, TempPrefix) {
 			delete(stored.Actions.StateDelta, k)
 		}
 	}
@@ -178,7 +179,7 @@ func (sess *Session) applyAppended(ev *Event, res *cache.AppendResult, normalize
 				return err
 			}
 			for k, v := range sess.state {
-				if hasPrefix(k, AppPrefix) || hasPrefix(k, TempPrefix) {
+				if strings.HasPrefix(k, AppPrefix) || strings.HasPrefix(k, TempPrefix) {
 					fresh[k] = v
 				}
 			}
@@ -188,7 +189,7 @@ func (sess *Session) applyAppended(ev *Event, res *cache.AppendResult, normalize
 	if newer {
 		if ev.InvocationID != sess.tempInv {
 			for k := range sess.state {
-				if hasPrefix(k, TempPrefix) {
+				if strings.HasPrefix(k, TempPrefix) {
 					delete(sess.state, k)
 				}
 			}
@@ -203,7 +204,7 @@ func (sess *Session) applyAppended(ev *Event, res *cache.AppendResult, normalize
 		// A later append through this handle landed first: only app keys,
 		// and temp keys of the invocation the handle holds, are news.
 		for k, v := range normalized {
-			if hasPrefix(k, AppPrefix) || hasPrefix(k, TempPrefix) && ev.InvocationID == sess.tempInv {
+			if strings.HasPrefix(k, AppPrefix) || strings.HasPrefix(k, TempPrefix) && ev.InvocationID == sess.tempInv {
 				sess.state[k] = v
 			}
 		}
@@ -241,7 +242,7 @@ func (s *Service) EndInvocation(ctx context.Context, sess *Session, invocationID
 	defer sess.mu.Unlock()
 	if sess.tempInv == invocationID {
 		for k := range sess.state {
-			if hasPrefix(k, TempPrefix) {
+			if strings.HasPrefix(k, TempPrefix) {
 				delete(sess.state, k)
 			}
 		}

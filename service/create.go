@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,7 +38,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	}
 	state := make(map[string]any, len(req.State))
 	for k, v := range req.State {
-		if !hasPrefix(k, TempPrefix) {
+		if !strings.HasPrefix(k, TempPrefix) {
 			state[k] = v
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -241,7 +242,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 		}
 	}
 	for _, f := range slices.Sorted(maps.Keys(nowFiles)) {
-		if hasPrefix(f, UserPrefix) {
+		if strings.HasPrefix(f, UserPrefix) {
 			continue
 		}
 		was, ok := thenFiles[f]
@@ -262,7 +263,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 // isSessionKey tells whether a state key is session-scoped (no app:,
 // user: or temp: prefix).
 func isSessionKey(k string) bool {
-	return !hasPrefix(k, AppPrefix) && !hasPrefix(k, UserPrefix) && !hasPrefix(k, TempPrefix)
+	return !strings.HasPrefix(k, AppPrefix) && !strings.HasPrefix(k, UserPrefix) && !strings.HasPrefix(k, TempPrefix)
 }
 
 func mergeKeys(a, b map[string]any) map[string]bool {
@@ -281,7 +282,7 @@ func mergeKeys(a, b map[string]any) map[string]bool {
 func sessionArtifacts(delta map[string]int64) []cache.Pair {
 	var out []cache.Pair
 	for _, f := range slices.Sorted(maps.Keys(delta)) {
-		if !hasPrefix(f, UserPrefix) {
+		if !strings.HasPrefix(f, UserPrefix) {
 			out = append(out, cache.Pair{Key: f, Value: strconv.FormatInt(delta[f], 10)})
 		}
 	}

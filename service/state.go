@@ -93,6 +93,3 @@ func mergedState(snap *cache.Snapshot) (map[string]any, error) {
 	}
 	return out, nil
 }
-
-// hasPrefix is strings.HasPrefix for the scope prefixes.
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
