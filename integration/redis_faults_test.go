@@ -25,7 +25,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 )
@@ -167,21 +166,7 @@ func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 // newFaultEnv opens a Service with ConcurrentAppends on redisURL, with a
 // migrated database at dbURL, or Redis only when dbURL is empty.
 func newFaultEnv(t *testing.T, redisURL, dbURL string) *wbEnv {
-	tweak := func(c *service.Config) { c.ConcurrentAppends = true }
-	if dbURL != "" {
-		return newWB(t, redisURL, dbURL, tweak)
-	}
-	e := &wbEnv{t: t, model: newModel()}
-	e.cfg = service.Config{RedisURL: redisURL, Namespace: testenv.UniqueName(t, "rf-") + ":"}
-	tweak(&e.cfg)
-	e.svc = e.open(e.cfg)
-	rdb, err := cache.NewClient(redisURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { rdb.Close() })
-	e.rdb = rdb
-	e.keys, err = cache.NewKeys(e.cfg.Namespace, e.cfg.Shards)
-	require.NoError(t, err)
-	return e
+	return newWB(t, redisURL, dbURL, func(c *service.Config) { c.ConcurrentAppends = true })
 }
 
 // checkStored compares what svc's Get returns for every session with the

@@ -48,11 +48,14 @@ func wbCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// newWB migrates dbURL and opens a Service on redisURL in a new namespace.
+// newWB migrates dbURL and opens a Service on redisURL in a new namespace;
+// with an empty dbURL, Redis only.
 func newWB(t testing.TB, redisURL, dbURL string, tweak func(*service.Config)) *wbEnv {
 	t.Helper()
 	ctx := wbCtx(t)
-	require.NoError(t, service.Migrate(ctx, dbURL))
+	if dbURL != "" {
+		require.NoError(t, service.Migrate(ctx, dbURL))
+	}
 	e := &wbEnv{t: t, model: newModel()}
 	e.cfg = service.Config{RedisURL: redisURL, DatabaseURL: dbURL, Namespace: testenv.UniqueName(t, "wb-") + ":",
 		FlushInterval: 20 * time.Millisecond}
@@ -66,6 +69,9 @@ func newWB(t testing.TB, redisURL, dbURL string, tweak func(*service.Config)) *w
 	e.rdb = rdb
 	e.keys, err = cache.NewKeys(e.cfg.Namespace, e.cfg.Shards)
 	require.NoError(t, err)
+	if dbURL == "" {
+		return e
+	}
 	e.db, err = sql.Open("postgres", dbURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { e.db.Close() })
