@@ -239,7 +239,7 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			if d.UserRev >= 0 {
 				urev = strconv.FormatInt(d.UserRev, 10)
 			}
-			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo}, d.Incarnation, seq, urev, ttl.Milliseconds(), keep)
+			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.EventIDs}, d.Incarnation, seq, urev, ttl.Milliseconds(), keep)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err

@@ -7,32 +7,41 @@
 -- ARGV[1] -> revision of the state in the database
 -- ARGV[2] -> TTL in ms ("" = none)
 -- ARGV[3] -> number of pairs P, then P pairs (key without prefix, JSON value)
--- then N, then N pairs (update time µs, session id) for the user index
+-- then N, then N pairs (update time µs, session id) for the user index (absent for an app)
 -- Returns 1 hydrated, 0 when Redis already holds the state.
+-- Bad arguments are an error reply, with nothing written.
 local state = KEYS[1]
+local rev = int(argv_int(1, 0, MAX_INT))
+local ttl = ARGV[2]
+if ttl ~= '' then
+  ttl = argv_int(2, 1, MAX_INT)
+end
+local fields, _, i = argv_pairs(3, 's:')
+local members, n = {}, 0
+if i <= #ARGV then
+  members, n, i = argv_pairs(i, '')
+  for j = 1, n do
+    members[2 * j - 1] = int(argv_int(i - 2 * n + 2 * j - 2, 0, MAX_INT))
+  end
+end
+if i - 1 ~= #ARGV then
+  fail('hydrate_state: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+end
+if n > 0 and not KEYS[2] then
+  fail('hydrate_state: index entries without an index key')
+end
+
 if redis.call('EXISTS', state) == 1 then
   return 0
 end
-local fields = {'m:rev', ARGV[1], 'm:fl', ARGV[1]}
-local i = 4
-for _ = 1, tonumber(ARGV[3]) do
-  fields[#fields + 1] = 's:' .. ARGV[i]
-  fields[#fields + 1] = ARGV[i + 1]
-  i = i + 2
+redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev)
+chunked('HSET', state, fields)
+if ttl ~= '' then
+  redis.call('PEXPIRE', state, ttl)
 end
-redis.call('HSET', state, unpack(fields))
-if ARGV[2] ~= '' then
-  redis.call('PEXPIRE', state, ARGV[2])
-end
-local n = tonumber(ARGV[i] or '0')
-i = i + 1
 if n > 0 then
-  local members = {}
-  for _ = 1, n do
-    members[#members + 1] = ARGV[i]
-    members[#members + 1] = ARGV[i + 1]
-    i = i + 2
+  for lo = 1, #members, CHUNK do
+    redis.call('ZADD', KEYS[2], 'NX', unpack(members, lo, math.min(lo + CHUNK - 1, #members)))
   end
-  redis.call('ZADD', KEYS[2], 'NX', unpack(members))
 end
 return 1

@@ -47,7 +47,7 @@ func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) er
 		for k, v := range m {
 			pairs = append(pairs, cache.Pair{Key: k, Value: string(v)})
 		}
-		id := c.EventID
+		id := cache.AppendChangeID(c.Incarnation, c.User, c.SID, c.EventID)
 		if c.Kind == 'c' {
 			id = cache.CreateChangeID(c.Incarnation, c.User, c.SID)
 		}
