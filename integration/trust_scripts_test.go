@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,10 +73,10 @@ func (e *wbEnv) dump() map[string]string {
 	}
 	switch c := e.rdb.(type) {
 	case *redis.ClusterClient:
-		var mu = make(chan struct{}, 1)
+		var mu sync.Mutex
 		require.NoError(e.t, c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			mu <- struct{}{}
-			defer func() { <-mu }()
+			mu.Lock()
+			defer mu.Unlock()
 			return scan(ctx, m)
 		}))
 	case *redis.Client:
