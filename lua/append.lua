@@ -68,8 +68,13 @@ for n = 2, #avals, 2 do
   avals[n] = int(v)
 end
 
--- Preconditions, all checked before the first write.
-local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc', 'm:first')
+-- Preconditions, all checked before the first write: one HMGET reads the meta fields and the previous values
+-- of the session keys the event sets (what its undo record keeps).
+local want = {'m:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc', 'm:first', 'm:ttl', 'm:undo'}
+for j = 1, s do
+  want[9 + j] = svals[2 * j - 1]
+end
+local meta = hmget_chunked(sess, want)
 if not meta[1] then
   if meta[5] == '1' then
     return {-2}
@@ -77,10 +82,22 @@ if not meta[1] then
   return {-1}
 end
 local rev, ut, cnt, first = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[7])
-if redis.call('ZCARD', events) ~= cnt or redis.call('ZCARD', ids) ~= cnt then
-  return {-5}
+-- Keys without a TTL are never evicted (volatile-* policies): the checks for a partly evicted session are
+-- needed only once the flusher has given the session's keys a TTL (m:ttl).
+local expiring, covered = meta[8] == '1', meta[9] == '1'
+if expiring then
+  if redis.call('ZCARD', events) ~= cnt or redis.call('ZCARD', ids) ~= cnt then
+    return {-5}
+  end
+  if covered and redis.call('EXISTS', undo) == 0 then
+    covered = false -- the undo records were evicted: rewinds replay the history
+  end
 end
-if durable and redis.call('EXISTS', user) == 0 then
+local uh = {}
+if durable or u > 0 then
+  uh = redis.call('HMGET', user, 'm:rev', 'm:ttl')
+end
+if durable and not uh[1] then
   return {-4}
 end
 if tonumber(meta[6]) ~= hinc then
@@ -108,85 +125,95 @@ if rev > 0 and ts <= ut then
   ts = ut + 1
 end
 local seq = rev + 1
+local event = ARGV[6] .. string.format('%d.%06d', math.floor(ts / 1000000), ts % 1000000) .. ARGV[7]
 
--- Session state and meta.
+-- Session meta and state, in one HSET.
 local fields = {'m:rev', int(seq), 'm:ut', int(ts), 'm:cnt', int(cnt + 1)}
--- The first event of another invocation ends the previous one's temp state.
-if meta[4] ~= inv then
+local newinv = meta[4] ~= inv
+if newinv then
+  -- The first event of another invocation ends the previous one's temp state.
   redis.call('DEL', temp)
-  fields[#fields + 1] = 'm:tinv'
-  fields[#fields + 1] = inv
+  fields[7], fields[8] = 'm:tinv', inv
 end
--- What rewind.lua needs to undo this event, kept while the undo hash covers the session (m:from set):
--- the first seq of each invocation, the previous values of the session keys it sets and the previous
--- versions of the artifacts it names (false: did not exist).
-if redis.call('HEXISTS', undo, 'm:from') == 1 then
-  local rec = {}
-  if redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
-    rec.i = inv
+if covered ~= (meta[9] == '1') then
+  redis.call('HDEL', sess, 'm:undo')
+end
+for j = 1, #svals do
+  fields[#fields + 1] = svals[j]
+end
+chunked('HSET', sess, fields)
+
+-- What rewind.lua needs to undo this event, kept while the undo hash covers the session (m:undo): the first
+-- seq of each invocation, and the raw previous values of the session keys and artifact versions it sets,
+-- unless they are bigger than the event itself (then the record says so, and a rewind replays the history).
+if covered then
+  local parts = {}
+  if newinv and redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
+    undo_put(parts, 'i', inv)
   end
-  if s > 0 then
-    local names = {}
-    for j = 1, s do
-      names[j] = svals[2 * j - 1]
-    end
-    local prev = hmget_chunked(sess, names)
-    rec.s = {}
-    for j = 1, s do
-      rec.s[2 * j - 1] = string.sub(names[j], 3)
-      rec.s[2 * j] = prev[j] or false
+  local size, prevs = 0, {}
+  for j = 1, s do
+    prevs[j] = meta[9 + j]
+    if prevs[j] then
+      size = size + #prevs[j]
     end
   end
+  local aprev = {}
   if a > 0 then
     local names = {}
     for j = 1, a do
       names[j] = avals[2 * j - 1]
     end
-    local prev = hmget_chunked(undo, names)
-    rec.a = {}
-    for j = 1, a do
-      rec.a[2 * j - 1] = string.sub(names[j], 3)
-      rec.a[2 * j] = prev[j] and tonumber(prev[j]) or false
-    end
+    aprev = hmget_chunked(undo, names)
     chunked('HSET', undo, avals)
   end
-  if rec.i or rec.s or rec.a then
-    redis.call('HSET', undo, int(seq), cjson.encode(rec))
+  if size > math.max(#event, 4096) then
+    undo_put(parts, 'x', '')
+  else
+    for j = 1, s do
+      undo_put(parts, 's', string.sub(svals[2 * j - 1], 3))
+      parts[#parts + 1] = prevs[j] and ('=' .. #prevs[j] .. ':' .. prevs[j]) or '-'
+    end
   end
-  if durable then
-    redis.call('PERSIST', undo)
+  for j = 1, a do
+    undo_put(parts, 'a', string.sub(avals[2 * j - 1], 3))
+    parts[#parts + 1] = aprev[j] and ('=' .. #aprev[j] .. ':' .. aprev[j]) or '-'
+  end
+  if #parts > 0 then
+    redis.call('HSET', undo, int(seq), table.concat(parts))
   end
 end
-redis.call('HSET', sess, unpack(fields))
-chunked('HSET', sess, svals)
 
 if u > 0 then
+  uvals[#uvals + 1], uvals[#uvals + 2] = 'm:rev', int((tonumber(uh[1]) or 0) + 1)
   chunked('HSET', user, uvals)
-  redis.call('HINCRBY', user, 'm:rev', 1)
 end
-
 if t > 0 then
   chunked('HSET', temp, tvals)
   redis.call('PEXPIRE', temp, ttl)
 end
 
-local stamp = string.format('%d.%06d', math.floor(ts / 1000000), ts % 1000000)
-redis.call('ZADD', events, int(ts), int(seq) .. ':' .. ARGV[6] .. stamp .. ARGV[7])
+redis.call('ZADD', events, int(ts), int(seq) .. ':' .. event)
 redis.call('ZADD', ids, int(seq), id)
 redis.call('ZADD', uindex, int(ts), ARGV[12])
 
 if durable then
-  redis.call('PERSIST', sess)
-  redis.call('PERSIST', events)
-  redis.call('PERSIST', ids)
-  redis.call('PERSIST', user)
-  redis.call('PERSIST', uindex)
+  -- Keys that hold unflushed writes carry no TTL.
+  if expiring then
+    redis.call('PERSIST', sess)
+    redis.call('PERSIST', events)
+    redis.call('PERSIST', ids)
+    redis.call('PERSIST', undo)
+    redis.call('HDEL', sess, 'm:ttl')
+  end
+  if uh[2] == '1' then
+    redis.call('PERSIST', user)
+    redis.call('PERSIST', uindex)
+    redis.call('HDEL', user, 'm:ttl')
+  end
   local entry = {'k', 'a', 'a', ARGV[10], 'u', ARGV[11], 'i', ARGV[12], 'n', meta[6], 'q', int(seq), 't', int(ts)}
   if ARGV[13] ~= '' then
-    entry[#entry + 1] = 'p'
-    entry[#entry + 1] = ARGV[13]
-    entry[#entry + 1] = 'e'
-    entry[#entry + 1] = id
+    entry[15], entry[16], entry[17], entry[18] = 'p', ARGV[13], 'e', id
   end
   redis.call('XADD', log, '*', unpack(entry))
 end

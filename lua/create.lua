@@ -42,7 +42,8 @@ end
 -- A tombstone (a delete not yet flushed) is replaced by the new incarnation.
 redis.call('DEL', sess, events, temp, undo, ids)
 
-redis.call('HSET', sess, 'm:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0)
+redis.call('HSET', sess, 'm:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0,
+  'm:undo', 1)
 chunked('HSET', sess, svals)
 
 -- Rewind bookkeeping starts with the first event; the create-time state is what rewinding before it restores.
@@ -63,6 +64,7 @@ redis.call('ZADD', aindex, 0, ARGV[6])
 if durable then
   redis.call('PERSIST', user)
   redis.call('PERSIST', uindex)
+  redis.call('HDEL', user, 'm:ttl')
   local entry = {'k', 'c', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', ct}
   if ARGV[7] ~= '' then
     entry[#entry + 1] = 'p'

@@ -26,6 +26,7 @@ if ARGV[3] ~= '' and redis.call('EXISTS', user) == 1 then
   end
   if ufl >= urev then
     redis.call('PEXPIRE', user, ttl)
+    redis.call('HSET', user, 'm:ttl', 1)
   end
 end
 
@@ -63,7 +64,7 @@ if cnt > keep then
       for seq = first, first + trim - 1 do
         local rec = redis.call('HGET', undo, int(seq))
         if rec then
-          local inv = cjson.decode(rec).i
+          local inv = undo_read(rec).i
           if inv then
             redis.call('HDEL', undo, 'i:' .. inv)
           end
@@ -81,6 +82,7 @@ if fl >= rev then
   redis.call('PEXPIRE', sess, ttl)
   redis.call('PEXPIRE', events, ttl)
   redis.call('PEXPIRE', ids, ttl)
+  redis.call('HSET', sess, 'm:ttl', 1)
   redis.call('PEXPIRE', undo, ttl)
 end
 return trim

@@ -6,6 +6,8 @@
 -- KEYS[3] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- KEYS[4] -> app index zset   <ns>adk:{shard}:as:<app>
 -- KEYS[5] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
+-- KEYS[6] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (removed: rewinds of a session read back
+--                             from the database replay its history)
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
@@ -15,7 +17,7 @@
 -- one's seq = ARGV[4]
 -- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone).
 -- Bad arguments are an error reply, with nothing written.
-local sess, events, uindex, aindex, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sess, events, uindex, aindex, ids, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 local inc = int(argv_int(1, 0, MAX_INT))
 local ct = int(argv_int(2, 0, MAX_INT))
@@ -52,10 +54,10 @@ if meta[1] and redis.call('ZCARD', events) == cnt and redis.call('ZCARD', ids) =
   return 0
 end
 -- Missing, or partly evicted: replace whatever is left (keys with a TTL hold only flushed data).
-redis.call('DEL', sess, events, ids)
+redis.call('DEL', sess, events, ids, undo)
 
 redis.call('HSET', sess, 'm:inc', inc, 'm:ct', ct, 'm:ut', ut, 'm:rev', int(rev), 'm:fl', int(rev),
-  'm:first', int(first), 'm:cnt', int(n))
+  'm:first', int(first), 'm:cnt', int(n), 'm:ttl', 1)
 chunked('HSET', sess, svals)
 chunked('ZADD', events, members)
 chunked('ZADD', ids, idlist)

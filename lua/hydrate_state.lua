@@ -38,6 +38,7 @@ redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev)
 chunked('HSET', state, fields)
 if ttl ~= '' then
   redis.call('PEXPIRE', state, ttl)
+  redis.call('HSET', state, 'm:ttl', 1)
 end
 if n > 0 then
   for lo = 1, #members, CHUNK do
