@@ -137,11 +137,12 @@ func (s *Store) masterFor(ctx context.Context, key, movedTo string) (redis.Cmdab
 	}
 }
 
-// write runs a script that changes data. With WaitReplicas it sends WAIT in
-// the same round trip, on the master that ran the script.
+// write runs a script that changes data, sharing round trips with
+// concurrent calls (group commit, see committer). With WaitReplicas it sends
+// WAIT in the same round trip, on the master that ran the script.
 func (s *Store) write(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if s.waitReplicas <= 0 {
-		return sc.Run(ctx, s.rdb, keys, args...)
+		return s.commit.run(ctx, sc, keys, args)
 	}
 	node, err := s.masterFor(ctx, keys[0], "")
 	if err != nil {

@@ -23,6 +23,7 @@ type Store struct {
 	appliedRetention time.Duration
 	waitReplicas     int
 	waitTimeout      time.Duration
+	commit           *committer // group commit of the write scripts
 }
 
 // Options configure a Store.
@@ -46,7 +47,7 @@ func NewStore(rdb redis.UniversalClient, o Options) *Store {
 		o.WaitTimeout = time.Second
 	}
 	return &Store{rdb: rdb, keys: o.Keys, durable: o.Durable, tempTTL: o.TempTTL, appliedRetention: 7 * 24 * time.Hour,
-		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout}
+		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout, commit: &committer{rdb: rdb}}
 }
 
 // Client is the underlying Redis client.

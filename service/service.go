@@ -190,3 +190,16 @@ func (s *Service) FlusherStats() persist.FlusherStats {
 	}
 	return s.flusher.Stats()
 }
+
+// WriteStats count this process's write scripts (appends, creates, deletes,
+// rewinds, app-state steps) and the Redis round trips they took: concurrent
+// writes share round trips (group commit), so RoundTrips <= Calls.
+type WriteStats struct {
+	Calls, RoundTrips int64
+}
+
+// WriteStats reports the write counters since Open.
+func (s *Service) WriteStats() WriteStats {
+	c := s.cache.CommitStats()
+	return WriteStats{Calls: c.Calls, RoundTrips: c.Batches}
+}
