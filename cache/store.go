@@ -148,6 +148,11 @@ type AppendArgs struct {
 	App, User, SID string
 	HandleRev      int64 // last seq the caller's handle has seen
 	Incarnation    int64 // incarnation of the session the handle was read from
+	// NoHandle appends to the session as it is now (HandleRev and
+	// Incarnation unused); with IfUpdateTime > 0 only while the session's
+	// last update time is that µs (ErrStale otherwise).
+	NoHandle     bool
+	IfUpdateTime int64
 	Concurrent     bool  // apply even when the handle is behind
 	HandleLastTs   int64 // µs of the handle's last event, 0 when it has none
 	Ts             int64 // event timestamp µs
@@ -168,7 +173,8 @@ type AppendArgs struct {
 
 // AppendResult is what Append did.
 type AppendResult struct {
-	Seq, Ts int64
+	Seq, Ts     int64
+	Incarnation int64 // of the session appended to
 	// CaughtUp is set when the handle was behind (concurrent mode): the
 	// session and user state after this event, and the events it missed.
 	CaughtUp *Snapshot
@@ -198,8 +204,15 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 			bound = "(" + strconv.FormatInt(a.HandleLastTs, 10)
 		}
 	}
+	var rev, inc any = a.HandleRev, a.Incarnation
+	if a.NoHandle {
+		rev, inc = "", ""
+		if a.IfUpdateTime > 0 {
+			rev = "=" + strconv.FormatInt(a.IfUpdateTime, 10)
+		}
+	}
 	args := make([]any, 0, 19+2*(len(a.Delta.Session)+len(a.Delta.User)+len(a.Delta.Temp)+len(a.Artifacts)))
-	args = append(args, a.HandleRev, a.Incarnation, bound, a.Ts, a.InvocationID, a.EventPre, a.EventPost,
+	args = append(args, rev, inc, bound, a.Ts, a.InvocationID, a.EventPre, a.EventPost,
 		s.tempTTL.Milliseconds(), boolArg(s.durable), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
@@ -250,7 +263,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 		}
 		return nil, err
 	}
-	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64)}
+	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64), Incarnation: v[len(v)-1].(int64)}
 	if code == codeCaughtUp {
 		snap := &Snapshot{}
 		if err := snap.parse(v[3], v[4], v[5], nil); err != nil {

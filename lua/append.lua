@@ -8,8 +8,10 @@
 -- KEYS[6] -> change log       <ns>adk:{shard}:log
 -- KEYS[7] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[8] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- ARGV[1] -> revision (last seq) of the caller's handle
--- ARGV[2] -> incarnation of the caller's handle (a handle of an earlier incarnation of the id is stale)
+-- ARGV[1] -> revision (last seq) of the caller's handle; "" for an append without a handle (to the session as
+--            it is now); "=<µs>" for one that applies only while the session's last update time is that
+-- ARGV[2] -> incarnation of the caller's handle (a handle of an earlier incarnation of the id is stale); ""
+--            without a handle
 -- ARGV[3] -> "" refuses a handle that is behind (stale); otherwise concurrent appends: apply anyway, and
 --            return the events after this score bound ("(<µs of the handle's last event>" or "-inf")
 -- ARGV[4] -> event timestamp in µs, in [0, 2^53) (moved to previous + 1 when not after the previous event)
@@ -27,9 +29,9 @@
 -- ARGV[16] -> number of session pairs S, then S pairs (key, JSON value)
 -- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key),
 -- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files)
--- Returns {0, seq, ts} appended;
---         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...)}
---           appended by a handle that was behind, in concurrent mode;
+-- Returns {0, seq, ts, incarnation} appended;
+--         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...),
+--           incarnation} appended by a handle that was behind, in concurrent mode;
 --         {-8, member, score} the session holds an event with this id already (nothing written): the caller
 --           compares it with the event it sent ({-8} alone: that event is no longer cached, read it from
 --           the database);
@@ -42,8 +44,19 @@ local sess, events, temp, user, uindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local undo, ids = KEYS[7], KEYS[8]
 
 -- Inputs, all checked before anything is read or written.
-local handle = argv_int(1, 0, MAX_INT)
-local hinc = argv_int(2, 0, MAX_INT)
+-- handle: the revision to check, or false without a handle; at: the update time to check, or false.
+local handle, hinc, at = false, false, false
+if string.sub(ARGV[1], 1, 1) == '=' then
+  at = tonumber(string.sub(ARGV[1], 2))
+  if at == nil or at % 1 ~= 0 or at < 0 or at >= MAX_INT then
+    fail('ARGV[1]: ' .. ARGV[1] .. ' is not "=" and an update time in µs')
+  end
+elseif ARGV[1] ~= '' then
+  handle = argv_int(1, 0, MAX_INT)
+end
+if ARGV[2] ~= '' then
+  hinc = argv_int(2, 0, MAX_INT)
+end
 local bound = ARGV[3]
 local ts0 = argv_int(4, 0, MAX_INT - 1)
 local inv = ARGV[5]
@@ -100,7 +113,7 @@ end
 if durable and not uh[1] then
   return {-4}
 end
-if tonumber(meta[6]) ~= hinc then
+if hinc and tonumber(meta[6]) ~= hinc then
   return {-3, rev}
 end
 -- An id the session holds: a retry of an acknowledged append, or an id reused for another event.
@@ -109,14 +122,14 @@ if had and had < first then
   return {-8}
 end
 if had then
-  local at = redis.call('ZRANGE', events, had - first, had - first, 'WITHSCORES')
-  return {-8, at[1], at[2]}
+  local stored = redis.call('ZRANGE', events, had - first, had - first, 'WITHSCORES')
+  return {-8, stored[1], stored[2]}
 end
 if ARGV[15] == '1' and first > 1 then
   return {-9}
 end
-local behind = handle ~= rev
-if behind and bound == '' then
+local behind = handle and handle ~= rev
+if (behind and bound == '') or (at and ut ~= at) then
   return {-3, rev}
 end
 
@@ -218,8 +231,9 @@ if durable then
   redis.call('XADD', log, '*', unpack(entry))
 end
 
+local inc = tonumber(meta[6])
 if not behind then
-  return {0, seq, ts}
+  return {0, seq, ts, inc}
 end
 local missed = redis.call('ZRANGE', events, bound, string.format('(%d', ts), 'BYSCORE', 'WITHSCORES')
-return {1, seq, ts, redis.call('HGETALL', sess), redis.call('HGETALL', user), missed}
+return {1, seq, ts, redis.call('HGETALL', sess), redis.call('HGETALL', user), missed, inc}

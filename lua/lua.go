@@ -87,7 +87,7 @@ var (
 func AppendCeiling() string {
 	s := Append
 	for _, r := range [][2]string{
-		{"local behind = handle ~= rev", "local behind = false"},
+		{"local behind = handle and handle ~= rev", "local behind = false"},
 		{"local id = ARGV[14]", "local id = ARGV[14] .. '/' .. redis.call('ZCARD', KEYS[2])"},
 	} {
 		if strings.Count(s, r[0]) != 1 {

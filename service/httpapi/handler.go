@@ -68,9 +68,7 @@ type Handler struct {
 	metrics *metrics
 	recent  *recentSessions
 	count   cachedCount
-	// appendLocks serialize appends without a revision to one session.
-	appendLocks stripedLocks
-	log         *slog.Logger
+	log     *slog.Logger
 }
 
 // New returns the handler of svc.
