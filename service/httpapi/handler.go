@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -141,11 +142,31 @@ func New(svc *service.Service, opt Options) *Handler {
 func (h *Handler) Registry() *prometheus.Registry { return h.opt.Registry }
 
 // ServeHTTP implements http.Handler: the guard (Host and Origin checks),
-// then the route.
+// then the route. A path with an empty, "." or ".." segment is 404:
+// http.ServeMux would redirect it to the cleaned path, where a POST to
+// .../sessions//events would create a session named "events". Ids that
+// are "." or ".." are sent escaped (%2E).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.guard(w, r) {
-		h.mux.ServeHTTP(w, r)
+	if !h.guard(w, r) {
+		return
 	}
+	if p := r.URL.EscapedPath(); p != cleanPath(p) {
+		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+p+": empty, . or .. path segment")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// cleanPath is p as http.ServeMux cleans it (a trailing slash stays).
+func cleanPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 func (h *Handler) routes() {
