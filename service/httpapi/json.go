@@ -86,8 +86,8 @@ func queryInt(r *http.Request, name string) (int, error) {
 }
 
 // decodeBody decodes a JSON body into v; an empty body leaves v as it is.
-// The body must be valid UTF-8 (RFC 8259): the decoder would otherwise
-// replace bad bytes with U+FFFD unseen.
+// A body that is not UTF-8 (RFC 8259) is refused: decoding would replace
+// its invalid bytes in strings with U+FFFD.
 func decodeBody(r *http.Request, v any) (empty bool, err error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
