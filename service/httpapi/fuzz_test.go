@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 	"github.com/adksession/adksession/service/httpapi"
@@ -37,35 +39,47 @@ var fuzzRoutes = []struct {
 // on a private real Redis: a route, the path parameters, the query and the
 // JSON body (create session, append event, rewind, patch, get, list). The
 // handler must never panic, must answer JSON, and must answer a 4xx, never
-// a 5xx, to whatever the client sends.
+// a 5xx, to whatever the client sends; afterwards the session and the
+// user's list still read without a 5xx. Redis is emptied before each
+// input, so that a failure reproduces from its input alone.
 func FuzzRequest(f *testing.F) {
-	redis := testenv.StartRedis(f)
-	svc, err := service.Open(context.Background(), service.Config{RedisURL: redis.URL, Namespace: "fuzz", MaxEventBytes: 64 << 10})
+	ctx := context.Background()
+	server := testenv.StartRedis(f)
+	rdb := redis.NewClient(&redis.Options{Addr: server.Addr})
+	f.Cleanup(func() { rdb.Close() })
+	svc, err := service.Open(ctx, service.Config{RedisURL: server.URL, Namespace: "fuzz", MaxEventBytes: 64 << 10})
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(func() { svc.Close(context.Background()) })
+	f.Cleanup(func() { svc.Close(ctx) })
 	h := httpapi.New(svc, httpapi.Options{MaxEventBytes: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	f.Fuzz(func(t *testing.T, route uint8, app, user, id, query string, body []byte) {
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
 		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		if rt.existing {
-			// Errors are the fuzzed ids' (invalid, or the session exists).
-			svc.Create(context.Background(), &service.CreateRequest{AppName: app, UserID: user, SessionID: id})
+			// Errors are the fuzzed ids' (invalid ones).
+			svc.Create(ctx, &service.CreateRequest{AppName: app, UserID: user, SessionID: id})
 		}
-		path := "/apps/" + url.PathEscape(app) + "/users/" + url.PathEscape(user) + "/sessions" +
-			strings.ReplaceAll(rt.path, "{id}", url.PathEscape(id))
-		target, err := url.Parse(path)
-		if err != nil {
-			t.Fatalf("escaped path %q does not parse: %v", path, err)
+		sessions := "/apps/" + url.PathEscape(app) + "/users/" + url.PathEscape(user) + "/sessions"
+		send := func(method, path, query string, body []byte) {
+			target, err := url.Parse(path)
+			if err != nil {
+				t.Fatalf("escaped path %q does not parse: %v", path, err)
+			}
+			target.RawQuery = query
+			req := httptest.NewRequest(method, "/", bytes.NewReader(body))
+			req.URL = target
+			req.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			checkAnswer(t, method+" "+path, w)
 		}
-		target.RawQuery = query
-		req := httptest.NewRequest(rt.method, "/", bytes.NewReader(body))
-		req.URL = target
-		req.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		checkAnswer(t, rt.method+" "+rt.path, w)
+		send(rt.method, sessions+strings.ReplaceAll(rt.path, "{id}", url.PathEscape(id)), query, body)
+		send("GET", sessions+"/"+url.PathEscape(id), "", nil)
+		send("GET", sessions, "", nil)
 	})
 }
 
