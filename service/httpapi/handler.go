@@ -102,6 +102,9 @@ func (o Options) allowed() (origins, hosts map[string]bool, err error) {
 // Handler is the HTTP API, metrics, probes and dashboard of one service.
 // It is safe for concurrent use.
 type Handler struct {
+	// origins and hosts are Options.AllowedOrigins and AllowedHosts, normalized.
+	origins, hosts map[string]bool
+
 	svc     *service.Service
 	opt     Options
 	mux     *http.ServeMux
@@ -111,8 +114,6 @@ type Handler struct {
 	// appendLocks serialize appends without a revision to one session.
 	appendLocks stripedLocks
 	log         *slog.Logger
-	// origins and hosts are Options.AllowedOrigins and AllowedHosts, normalized.
-	origins, hosts map[string]bool
 }
 
 // New returns the handler of svc. It panics when opt.Validate fails.
