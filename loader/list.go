@@ -30,7 +30,7 @@ func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit in
 		case !cached:
 			err = l.hydrateUser(ctx, app, user)
 		case !complete:
-			err = l.CompleteUserIndex(ctx, app, user)
+			err = l.completeUserIndex(ctx, app, user)
 		}
 		if err != nil {
 			return nil, "", err
@@ -61,7 +61,11 @@ func (l *Loader) ListApp(ctx context.Context, app, token string, limit int) ([]L
 	}
 	var db *persist.Listing
 	if l.opts.DB != nil {
-		if db, err = l.opts.DB.ListSessions(ctx, app, persist.SessionKey{AppName: app, UserID: after.User, SessionID: after.SID}, limit+1); err != nil {
+		var from persist.SessionKey // zero: the first page
+		if after.User != "" {
+			from = persist.SessionKey{AppName: app, UserID: after.User, SessionID: after.SID}
+		}
+		if db, err = l.opts.DB.ListSessions(ctx, app, from, limit+1); err != nil {
 			return nil, "", fmt.Errorf("list sessions of app %s in the database: %w", app, err)
 		}
 		keys = mergeKeys(keys, db.Sessions)
@@ -190,11 +194,11 @@ func rawStrings[V ~[]byte](m map[string]V) map[string]string {
 	return out
 }
 
-// CompleteUserIndex puts back a user's session index that Redis lost (or
+// completeUserIndex puts back a user's session index that Redis lost (or
 // never had): the sessions the database has and those whose create is not
 // flushed yet (in the app index), marked complete. Without a database the
 // index is never lost (nothing expires).
-func (l *Loader) CompleteUserIndex(ctx context.Context, app, user string) error {
+func (l *Loader) completeUserIndex(ctx context.Context, app, user string) error {
 	if l.opts.DB == nil {
 		return nil
 	}

@@ -126,7 +126,7 @@ func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
 	if _, err := l.cache.HydrateUser(ctx, app, user, rev, persist.StatePairs(state), l.opts.CacheTTL); err != nil {
 		return err
 	}
-	return l.CompleteUserIndex(ctx, app, user)
+	return l.completeUserIndex(ctx, app, user)
 }
 
 // completeApp fills in the app state when Redis has lost it.
