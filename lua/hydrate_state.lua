@@ -1,13 +1,10 @@
 -- hydrate_state.lua: puts a user's or an app's state read from the database
--- back into Redis, unless Redis has it already; for a user, also adds the
--- user's sessions to the user index.
+-- back into Redis, unless Redis has it already.
 --
 -- KEYS[1] -> state hash       <ns>adk:{shard}:u:<app>:<user>  or  <ns>adk:{a:<app>}:a
--- KEYS[2] -> user index zset  <ns>adk:{shard}:us:<app>:<user> (absent for an app)
 -- ARGV[1] -> revision of the state in the database
 -- ARGV[2] -> TTL in ms ("" = none)
 -- ARGV[3] -> number of pairs P, then P pairs (key without prefix, JSON value)
--- then N, then N pairs (update time µs, session id) for the user index
 -- Returns 1 hydrated, 0 when Redis already holds the state.
 local state = KEYS[1]
 if redis.call('EXISTS', state) == 1 then
@@ -23,16 +20,5 @@ end
 redis.call('HSET', state, unpack(fields))
 if ARGV[2] ~= '' then
   redis.call('PEXPIRE', state, ARGV[2])
-end
-local n = tonumber(ARGV[i] or '0')
-i = i + 1
-if n > 0 then
-  local members = {}
-  for _ = 1, n do
-    members[#members + 1] = ARGV[i]
-    members[#members + 1] = ARGV[i + 1]
-    i = i + 2
-  end
-  redis.call('ZADD', KEYS[2], 'NX', unpack(members))
 end
 return 1

@@ -54,6 +54,11 @@ var Hydrate string
 //go:embed hydrate_state.lua
 var HydrateState string
 
+// HydrateIndex completes a user's session index that Redis lost; see hydrate_index.lua.
+//
+//go:embed hydrate_index.lua
+var HydrateIndex string
+
 // LeaseRenew renews a flusher's shard lease; see lease_renew.lua.
 //
 //go:embed lease_renew.lua
