@@ -283,6 +283,7 @@ func TestBadInput(t *testing.T) {
 		}{
 			{"bad JSON", "POST", base + "/b/events", `{"author":`, http.StatusBadRequest},
 			{"two values", "POST", base + "/b2", `{} {}`, http.StatusBadRequest},
+			{"a closing bracket after the value", "POST", base + "/b/events", `{"author":"a"}]`, http.StatusBadRequest},
 			{"state not an object", "POST", base + "/b3", `[1,2]`, http.StatusBadRequest},
 			{"id too long", "POST", base + "/" + strings.Repeat("x", 129), nil, http.StatusBadRequest},
 			{"body over the limit", "POST", base + "/b/events", `{"author":"` + strings.Repeat("x", 4096+64<<10) + `"}`, http.StatusRequestEntityTooLarge},
