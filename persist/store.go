@@ -7,8 +7,9 @@
 // DatabaseSessionService read; its own bookkeeping lives in extra tables that
 // ADK ignores. docs/persistence.md describes the tables and the rules.
 //
-// persist is a leaf package: it imports no other package of this module and
-// keeps event JSON opaque.
+// Store keeps event JSON opaque; eventform.go converts an event between
+// ADK's API form and the storage form of event_data, following ADK Python's
+// models (eventmodels.go).
 package persist
 
 import (
