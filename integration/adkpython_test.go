@@ -5,7 +5,6 @@ package integration
 // for every kind of event and what its api_server answered for each session.
 
 import (
-	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -32,13 +31,7 @@ func TestADKPythonRows(t *testing.T) {
 	ctx := wbCtx(t)
 	dbURL := testenv.FreshDatabase(t)
 	require.NoError(t, service.Migrate(ctx, dbURL))
-	rows, err := os.ReadFile(adkPythonFixture + "rows.sql")
-	require.NoError(t, err)
-	db, err := sql.Open("postgres", dbURL)
-	require.NoError(t, err)
-	defer db.Close()
-	_, err = db.ExecContext(ctx, string(rows))
-	require.NoError(t, err)
+	testenv.ExecSQLFile(t, dbURL, adkPythonFixture+"rows.sql")
 
 	raw, err := os.ReadFile(adkPythonFixture + "api_answers.json")
 	require.NoError(t, err)
