@@ -18,7 +18,8 @@ import (
 // them (every ADK Python reads it); they are read back as stored.
 
 // ADK Python's EventActions rejects keys it does not know, and its Event
-// drops them, so the storage form keeps only theirs. The others (fields of
+// drops them (rejects them before 1.28), so the storage form keeps only
+// theirs. The others (fields of
 // adk-go or of newer ADK versions) travel inside custom_metadata under these
 // keys, in API form, and come back out in APIForm.
 const (
