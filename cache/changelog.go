@@ -221,8 +221,9 @@ type Flushed struct {
 }
 
 // MarkFlushed records flushed sessions (one pipeline of flushed.lua calls):
-// idle, fully flushed keys get ttl, events beyond keep are trimmed, flushed
-// tombstones are removed.
+// idle, fully flushed keys get ttl (a flushed user's index with its state),
+// events beyond keep are trimmed, flushed sessions leave the app index,
+// flushed tombstones are removed.
 func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Duration, keep int) error {
 	if len(done) == 0 {
 		return nil
@@ -239,7 +240,8 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			if d.UserRev >= 0 {
 				urev = strconv.FormatInt(d.UserRev, 10)
 			}
-			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.EventIDs}, d.Incarnation, seq, urev, ttl.Milliseconds(), keep)
+			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs},
+				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID))
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err

@@ -21,35 +21,24 @@ type HydrateArgs struct {
 // concurrent append or another loader won); it reports whether it wrote.
 func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (bool, error) {
 	k := s.keys.Session(h.App, h.User, h.SID)
-	args := []any{h.Incarnation, h.CreateTime, h.UpdateTime, h.Rev, ttl.Milliseconds(), h.SID, AppIndexMember(h.User, h.SID)}
+	args := []any{h.Incarnation, h.CreateTime, h.UpdateTime, h.Rev, ttl.Milliseconds()}
 	args = appendPairs(args, h.State)
 	args = append(args, len(h.Events))
 	for _, e := range h.Events {
 		args = append(args, e.Seq, e.Ts, e.ID, e.JSON)
 	}
-	n, err := hydrateScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.UserIndex, k.AppIndex, k.EventIDs, k.Undo}, args...).Int64()
+	n, err := hydrateScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.EventIDs, k.Undo}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("hydrate session %s: %w", h.SID, err)
 	}
 	return n == 1, nil
 }
 
-// IndexEntry is a session of a user's index: its id and last update µs.
-type IndexEntry struct {
-	SID        string
-	UpdateTime int64
-}
-
 // HydrateUser puts a user's state read from the database back into Redis
-// (unless present) and adds the user's sessions to the user index.
-func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, state []Pair, sessions []IndexEntry, ttl time.Duration) (bool, error) {
-	k := s.keys.Session(app, user, "")
+// unless present; it reports whether it wrote.
+func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, state []Pair, ttl time.Duration) (bool, error) {
 	args := appendPairs([]any{rev, ttl.Milliseconds()}, state)
-	args = append(args, len(sessions))
-	for _, e := range sessions {
-		args = append(args, e.UpdateTime, e.SID)
-	}
-	n, err := hydrateStateScript.Run(ctx, s.rdb, []string{k.User, k.UserIndex}, args...).Int64()
+	n, err := hydrateStateScript.Run(ctx, s.rdb, []string{s.keys.Session(app, user, "").User}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("hydrate user %s: %w", user, err)
 	}

@@ -50,10 +50,11 @@ var Layout = []KeySpec{
 		"append.lua: member = event id, score = its seq; holds exactly the ids of the cached events (a retried event id is answered with the stored event)"},
 	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed; CacheTTL once flushed and idle",
 		"create.lua, append.lua (user: keys)", "get.lua, GetUserState: m:rev, s:<key> without \"user:\""},
-	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash",
-		"create.lua, append.lua, delete.lua", "List of a user: member = session id, score = last update µs"},
-	{"<ns>adk:{<shard>}:as:<app>", "zset", "none",
-		"create.lua, delete.lua", "List of a whole app: member = \"<user>:<sid>\" (escaped), score 0, lexicographic"},
+	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash (flushed.lua gives both CacheTTL together)",
+		"create.lua, append.lua, delete.lua, rewind.lua; hydrate_index.lua rebuilds it from the database and the app index",
+		"List of a user, Create: member = session id, score = last update µs; member \"\" (score 0) = the index lists every session of the user (without it, with a database, it is rebuilt)"},
+	{"<ns>adk:{<shard>}:as:<app>", "zset", "none; with a database it holds only sessions whose create is not flushed yet (flushed.lua removes the others), without one every session",
+		"create.lua, delete.lua, flushed.lua", "List of a whole app (merged with the database's sessions), user index rebuilds: member = \"<user> NUL <sid>\" (raw ids), score 0, so lexicographic order is (user, sid) byte order"},
 	{"<ns>adk:{<shard>}:log", "stream", "none; entries deleted once flushed",
 		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), e (event id)"},
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
@@ -122,7 +123,7 @@ func (k Keys) Session(app, user, sid string) SessionKeys {
 		Temp:      t + "t:" + au + ":" + Escape(sid),
 		User:      t + "u:" + au,
 		UserIndex: t + "us:" + au,
-		AppIndex:  t + "as:" + Escape(app),
+		AppIndex:  k.AppIndex(shard, app),
 		Log:       t + "log",
 		Undo:      t + "r:" + au + ":" + Escape(sid),
 		EventIDs:  t + "i:" + au + ":" + Escape(sid),
@@ -160,8 +161,26 @@ func (k Keys) Meta() string { return k.prefix + "meta" }
 // Stats is the flusher summary hash dashboards read.
 func (k Keys) Stats() string { return k.prefix + "stats" }
 
-// AppIndexMember is the member of a session in an app index zset.
-func AppIndexMember(user, sid string) string { return Escape(user) + ":" + Escape(sid) }
+// AppIndexMember is the member of a session in an app index zset: the raw
+// ids joined by NUL, which no id contains, so that the members' byte order
+// is the (user, sid) order the database lists sessions in.
+func AppIndexMember(user, sid string) string { return user + "\x00" + sid }
+
+// ParseAppIndexMember reverses AppIndexMember.
+func ParseAppIndexMember(m string) (user, sid string, err error) {
+	user, sid, ok := strings.Cut(m, "\x00")
+	if !ok {
+		return "", "", fmt.Errorf("app index member %q: no NUL between user and session id", m)
+	}
+	return user, sid, nil
+}
+
+// IndexComplete is the member of a user index that says the index lists
+// every session of the user (no session id is empty).
+const IndexComplete = ""
+
+// AppIndex returns the key of app's index in shard.
+func (k Keys) AppIndex(shard int, app string) string { return k.tag(shard) + "as:" + Escape(app) }
 
 // Escape percent-encodes the bytes of an id that would make keys ambiguous or
 // hard to read: '%', ':', '{', '}', space, and control characters. It is

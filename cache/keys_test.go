@@ -35,7 +35,8 @@ func TestKeys(t *testing.T) {
 		{"ShardKeys.Lease", k.ShardKeys(7).Lease, "ns:adk:{7}:lease"},
 		{"Meta", k.Meta(), "ns:adk:meta"},
 		{"Stats", k.Stats(), "ns:adk:stats"},
-		{"AppIndexMember", cache.AppIndexMember("user", "sid"), "user:sid"},
+		{"AppIndexMember", cache.AppIndexMember("user", "sid"), "user\x00sid"},
+		{"AppIndex of a shard", k.AppIndex(7, "app"), "ns:adk:{7}:as:app"},
 	} {
 		require.Equal(t, c.want, c.got, c.name)
 	}
@@ -47,7 +48,7 @@ func TestKeys(t *testing.T) {
 	require.Equal(t, "ns:adk:{22}:u:my%3Aapp:u%20%7B1%7D", s.User)
 	require.Equal(t, "ns:adk:{22}:as:my%3Aapp", s.AppIndex)
 	require.Equal(t, "ns:adk:{a:my%3Aapp}:a", k.App("my:app").State)
-	require.Equal(t, "u%20%7B1%7D:a%7Db%0A%25", cache.AppIndexMember("u {1}", "a}b\n%"))
+	require.Equal(t, "u {1}\x00a}b\n%", cache.AppIndexMember("u {1}", "a}b\n%"))
 
 	// No namespace; another shard count.
 	k8, err := cache.NewKeys("", 8)
@@ -165,4 +166,50 @@ func TestUnescapeRejectsMalformed(t *testing.T) {
 		_, err := cache.Unescape(in)
 		require.Error(t, err, "Unescape(%q)", in)
 	}
+}
+
+// appIndexOrder checks that app index members order as the (user, sid)
+// pairs they name, and that they parse back.
+func appIndexOrder(t *testing.T, u1, s1, u2, s2 string) {
+	m1, m2 := cache.AppIndexMember(u1, s1), cache.AppIndexMember(u2, s2)
+	want := strings.Compare(u1, u2)
+	if want == 0 {
+		want = strings.Compare(s1, s2)
+	}
+	require.Equal(t, want, strings.Compare(m1, m2), "(%q, %q) vs (%q, %q)", u1, s1, u2, s2)
+	u, s, err := cache.ParseAppIndexMember(m1)
+	require.NoError(t, err)
+	require.Equal(t, [2]string{u1, s1}, [2]string{u, s})
+}
+
+func TestAppIndexMemberOrder(t *testing.T) {
+	t.Parallel()
+	ids := []string{"a", "a!", "a:", "a:b", "ab", "b", "A", "é", "a b", "%", "{x}", "~"}
+	for _, u1 := range ids {
+		for _, s1 := range ids {
+			for _, u2 := range ids {
+				for _, s2 := range ids {
+					appIndexOrder(t, u1, s1, u2, s2)
+				}
+			}
+		}
+	}
+	_, _, err := cache.ParseAppIndexMember("no separator")
+	require.Error(t, err)
+}
+
+// FuzzAppIndexMember: for ids without NUL (the service refuses NUL in ids),
+// member order is (user, sid) order and members parse back.
+func FuzzAppIndexMember(f *testing.F) {
+	f.Add("a", "b", "a!", "c")
+	f.Add("u", "s:1", "u:", "s")
+	f.Add("", "x", "x", "")
+	f.Fuzz(func(t *testing.T, u1, s1, u2, s2 string) {
+		for _, id := range []string{u1, s1, u2, s2} {
+			if strings.IndexByte(id, 0) >= 0 {
+				t.Skip("ids never contain NUL")
+			}
+		}
+		appIndexOrder(t, u1, s1, u2, s2)
+	})
 }

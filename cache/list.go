@@ -6,25 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// ListItem is one session of a listing. Snap (meta and state, no events) is
-// nil when the session is indexed but its hash is no longer cached.
-type ListItem struct {
-	User, SID string
-	Snap      *Snapshot
-}
+// ListItem names one session of a listing.
+type ListItem struct{ User, SID string }
 
 // listCursor is the position after the last item of a page.
 type listCursor struct {
 	Kind   string  `json:"k"`           // "u": a user's listing, "a": an app's
 	Score  float64 `json:"c,omitempty"` // user listing: update time of the last item
-	Member string  `json:"m"`           // user listing: sid; app listing: index member
-	Shard  int     `json:"s,omitempty"` // app listing: shard of the last item
+	Member string  `json:"m,omitempty"` // user listing: sid of the last item
+	User   string  `json:"u,omitempty"` // app listing: the last item
+	SID    string  `json:"i,omitempty"`
 }
 
 func encodeCursor(c listCursor) string {
@@ -38,8 +37,12 @@ func decodeCursor(tok, kind string) (listCursor, error) {
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
-	if err == nil && c.Kind != kind {
+	switch {
+	case err != nil:
+	case c.Kind != kind:
 		err = errors.New("token of another listing")
+	case kind == "a" && (c.User == "" || c.SID == ""):
+		err = errors.New("no last session")
 	}
 	if err != nil {
 		return c, fmt.Errorf("%w: %q is not a token this service issued for this listing", ErrBadToken, tok)
@@ -49,6 +52,22 @@ func decodeCursor(tok, kind string) (listCursor, error) {
 
 // ErrBadToken: a page token this service did not issue.
 var ErrBadToken = errors.New("adksession: bad page token")
+
+// AppToken is the page token of an app listing whose previous page ended
+// with last.
+func AppToken(last ListItem) string {
+	return encodeCursor(listCursor{Kind: "a", User: last.User, SID: last.SID})
+}
+
+// DecodeAppToken returns the last item of the page before tok (zero for
+// "", the first page).
+func DecodeAppToken(tok string) (ListItem, error) {
+	if tok == "" {
+		return ListItem{}, nil
+	}
+	c, err := decodeCursor(tok, "a")
+	return ListItem{User: c.User, SID: c.SID}, err
+}
 
 // Tombstoned tells whether a session is deleted in Redis but its delete is
 // not yet in the database.
@@ -60,44 +79,78 @@ func (s *Store) Tombstoned(ctx context.Context, app, user, sid string) (bool, er
 	return v == "1", err
 }
 
-// UserIndexHas tells whether Redis holds the user's state hash (then the
-// user's session index is complete) and whether sid is in that index.
-func (s *Store) UserIndexHas(ctx context.Context, app, user, sid string) (cached, indexed bool, err error) {
-	k := s.keys.Session(app, user, sid)
+// UserIndexState tells whether Redis holds the user's state hash and
+// whether the user's session index is complete (it carries the
+// IndexComplete member; an evicted or expired index does not).
+func (s *Store) UserIndexState(ctx context.Context, app, user string) (userCached, complete bool, err error) {
+	k := s.keys.Session(app, user, "")
 	pipe := s.rdb.Pipeline()
 	exists := pipe.Exists(ctx, k.User)
+	marker := pipe.ZScore(ctx, k.UserIndex, IndexComplete)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return false, false, fmt.Errorf("read user index: %w", err)
+	}
+	return exists.Val() == 1, marker.Err() == nil, nil
+}
+
+// UserIndexHas tells whether the user's session index is complete (then it
+// lists every session the database has) and whether sid is in it.
+func (s *Store) UserIndexHas(ctx context.Context, app, user, sid string) (complete, indexed bool, err error) {
+	k := s.keys.Session(app, user, sid)
+	pipe := s.rdb.Pipeline()
+	marker := pipe.ZScore(ctx, k.UserIndex, IndexComplete)
 	score := pipe.ZScore(ctx, k.UserIndex, sid)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return false, false, fmt.Errorf("read user index: %w", err)
 	}
-	return exists.Val() == 1, score.Err() == nil, nil
+	return marker.Err() == nil, score.Err() == nil, nil
 }
 
-// AppIndexComplete tells whether the app's session index lists every
-// session the database has (it does unless Redis lost it: see
-// MarkAppIndexComplete).
-func (s *Store) AppIndexComplete(ctx context.Context, app string) (bool, error) {
-	v, err := s.rdb.HGet(ctx, s.keys.App(app).State, "m:idx").Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
+// UnflushedSessions returns the ids of the user's sessions in the app index
+// of the user's shard: with a database, those whose create is not flushed yet.
+func (s *Store) UnflushedSessions(ctx context.Context, app, user string) ([]string, error) {
+	k := s.keys.Session(app, user, "")
+	prefix := AppIndexMember(user, "")
+	ms, err := s.rdb.ZRangeByLex(ctx, k.AppIndex, &redis.ZRangeBy{Min: "[" + prefix, Max: "(" + user + "\x01"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read app index: %w", err)
 	}
-	return v == "1", err
-}
-
-// AddToAppIndex adds sessions read from the database to the app index.
-func (s *Store) AddToAppIndex(ctx context.Context, app string, sessions [][2]string) error {
-	pipe := s.rdb.Pipeline()
-	for _, us := range sessions {
-		k := s.keys.Session(app, us[0], us[1])
-		pipe.ZAdd(ctx, k.AppIndex, redis.Z{Score: 0, Member: AppIndexMember(us[0], us[1])})
+	for i, m := range ms {
+		ms[i] = strings.TrimPrefix(m, prefix)
 	}
-	_, err := pipe.Exec(ctx)
-	return err
+	return ms, nil
 }
 
-// MarkAppIndexComplete records that the app index is complete.
-func (s *Store) MarkAppIndexComplete(ctx context.Context, app string) error {
-	return s.rdb.HSet(ctx, s.keys.App(app).State, "m:idx", "1").Err()
+// IndexEntry is a session of a user's index: its id and, when the database
+// has it (Stored), its last update µs there.
+type IndexEntry struct {
+	SID        string
+	Stored     bool
+	UpdateTime int64
+}
+
+// RebuildUserIndex completes a user's session index from entries (the
+// sessions of the database and the user's unflushed creates) and marks it
+// complete; see hydrate_index.lua. An index that did not exist or had a TTL
+// gets ttl.
+func (s *Store) RebuildUserIndex(ctx context.Context, app, user string, entries []IndexEntry, ttl time.Duration) error {
+	k := s.keys.Session(app, user, "")
+	keys := make([]string, 1, 1+len(entries))
+	keys[0] = k.UserIndex
+	args := make([]any, 1, 1+2*len(entries))
+	args[0] = ttl.Milliseconds()
+	for _, e := range entries {
+		keys = append(keys, s.keys.Session(app, user, e.SID).Session)
+		ut := ""
+		if e.Stored {
+			ut = strconv.FormatInt(e.UpdateTime, 10)
+		}
+		args = append(args, e.SID, ut)
+	}
+	if err := hydrateIndexScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("rebuild the session index of user %s: %w", user, err)
+	}
+	return nil
 }
 
 // ListUser lists a user's sessions, newest update first, limit at a time,
@@ -124,8 +177,8 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 		}
 		for _, z := range zs {
 			// Members of equal score come in descending order; skip those
-			// the previous page returned.
-			if token != "" && z.Score == cur.Score && z.Member.(string) >= skipEqual {
+			// the previous page returned, and the completeness marker.
+			if z.Member.(string) == IndexComplete || token != "" && z.Score == cur.Score && z.Member.(string) >= skipEqual {
 				continue
 			}
 			page = append(page, z)
@@ -145,77 +198,85 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 	for i, z := range page {
 		items[i] = ListItem{User: user, SID: z.Member.(string)}
 	}
-	if err := s.fillSnapshots(ctx, app, items); err != nil {
-		return nil, "", err
-	}
 	return items, next, nil
 }
 
-// ListApp lists the sessions of every user of app, shard by shard, in a
-// stable order that appends never change (creates and deletes only).
-func (s *Store) ListApp(ctx context.Context, app, token string, limit int) ([]ListItem, string, error) {
-	var cur listCursor
-	if token != "" {
-		var err error
-		if cur, err = decodeCursor(token, "a"); err != nil {
-			return nil, "", err
-		}
-		if cur.Shard < 0 || cur.Shard >= s.keys.Shards() {
-			return nil, "", fmt.Errorf("%w: %q names shard %d of %d", ErrBadToken, token, cur.Shard, s.keys.Shards())
+// AppIndexRange returns the first n sessions of app's index after the
+// session after (zero: from the start), in (user, sid) byte order: a merge
+// of the shards' indexes, read in pipelined rounds that fetch from each shard
+// only as far as the merge may need.
+func (s *Store) AppIndexRange(ctx context.Context, app string, after ListItem, n int) ([]ListItem, error) {
+	shards := s.keys.Shards()
+	from := make([]string, shards) // per shard: the bound of the next read
+	last := make([]string, shards) // per shard: the last member read ("" none yet)
+	done := make([]bool, shards)
+	for i := range from {
+		from[i] = "-"
+		if after.User != "" {
+			from[i] = "(" + AppIndexMember(after.User, after.SID)
 		}
 	}
-	var items []ListItem
+	count := int64(2*n/shards + 2)
 	var members []string
-	var shards []int
-	for shard := cur.Shard; shard < s.keys.Shards() && len(members) < limit+1; shard++ {
-		min := "-"
-		if shard == cur.Shard && cur.Member != "" {
-			min = "(" + cur.Member
+	for {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.StringSliceCmd, shards)
+		for i := range shards {
+			if !done[i] && (last[i] == "" || len(members) < n || last[i] < members[n-1]) {
+				cmds[i] = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{
+					Key: s.keys.AppIndex(i, app), Start: from[i], Stop: "+", ByLex: true, Count: count,
+				})
+			}
 		}
-		k := s.keys.tag(shard) + "as:" + Escape(app)
-		ms, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
-			Key: k, Start: min, Stop: "+", ByLex: true, Count: int64(limit + 1 - len(members)),
-		}).Result()
-		if err != nil {
-			return nil, "", fmt.Errorf("list app sessions: %w", err)
+		if pipe.Len() == 0 {
+			break
 		}
-		for _, m := range ms {
-			members = append(members, m)
-			shards = append(shards, shard)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("list app sessions: %w", err)
 		}
+		for i, c := range cmds {
+			if c == nil {
+				continue
+			}
+			ms := c.Val()
+			members = append(members, ms...)
+			if int64(len(ms)) < count {
+				done[i] = true
+			} else {
+				last[i] = ms[len(ms)-1]
+				from[i] = "(" + last[i]
+			}
+		}
+		slices.Sort(members)
 	}
-	next := ""
-	if len(members) > limit {
-		members, shards = members[:limit], shards[:limit]
-		next = encodeCursor(listCursor{Kind: "a", Shard: shards[limit-1], Member: members[limit-1]})
-	}
-	for _, m := range members {
-		eu, es, ok := strings.Cut(m, ":")
-		if !ok {
-			return nil, "", fmt.Errorf("app index member %q: malformed", m)
-		}
-		user, err := Unescape(eu)
+	items := make([]ListItem, 0, min(n, len(members)))
+	for _, m := range members[:min(n, len(members))] {
+		user, sid, err := ParseAppIndexMember(m)
 		if err != nil {
-			return nil, "", err
-		}
-		sid, err := Unescape(es)
-		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		items = append(items, ListItem{User: user, SID: sid})
 	}
-	if err := s.fillSnapshots(ctx, app, items); err != nil {
-		return nil, "", err
-	}
-	return items, next, nil
+	return items, nil
 }
 
-// fillSnapshots reads the session and user hashes of items (one pipeline)
-// and the app hash, and sets each item's Snap (nil when not cached).
-func (s *Store) fillSnapshots(ctx context.Context, app string, items []ListItem) error {
-	if len(items) == 0 {
-		return nil
-	}
+// ListRead is what Redis holds of the sessions of a page (no events).
+type ListRead struct {
+	// Sessions[i] is the meta and session state of items[i] (User and App
+	// unset), nil when Redis does not hold it.
+	Sessions []*Snapshot
+	// Deleted[i]: items[i] is deleted, its delete not flushed yet.
+	Deleted []bool
+	// Users holds the state of each user whose hash Redis holds.
+	Users map[string]map[string]string
+	// App is the app's state; AppCached whether Redis holds it.
+	App       map[string]string
+	AppCached bool
+}
+
+// ReadListed reads the session and user hashes of items and the app hash,
+// in one pipeline.
+func (s *Store) ReadListed(ctx context.Context, app string, items []ListItem) (*ListRead, error) {
 	pipe := s.rdb.Pipeline()
 	sess := make([]*redis.MapStringStringCmd, len(items))
 	users := map[string]*redis.MapStringStringCmd{}
@@ -227,16 +288,25 @@ func (s *Store) fillSnapshots(ctx context.Context, app string, items []ListItem)
 		}
 	}
 	appCmd := pipe.HGetAll(ctx, s.keys.App(app).State)
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return fmt.Errorf("read listed sessions: %w", err)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read listed sessions: %w", err)
 	}
-	appState, _, err := stateHash(appCmd.Val())
-	if err != nil {
-		return err
+	r := &ListRead{Sessions: make([]*Snapshot, len(items)), Deleted: make([]bool, len(items)),
+		Users: map[string]map[string]string{}, AppCached: len(appCmd.Val()) > 0}
+	var err error
+	if r.App, _, err = stateHash(appCmd.Val()); err != nil {
+		return nil, err
+	}
+	for user, c := range users {
+		if len(c.Val()) > 0 {
+			if r.Users[user], _, err = stateHash(c.Val()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for i := range items {
 		h := sess[i].Val()
-		if len(h) == 0 || h["m:del"] == "1" {
+		if r.Deleted[i] = h["m:del"] == "1"; len(h) == 0 || r.Deleted[i] {
 			continue
 		}
 		flatH := make([]any, 0, 2*len(h))
@@ -244,11 +314,10 @@ func (s *Store) fillSnapshots(ctx context.Context, app string, items []ListItem)
 			flatH = append(flatH, f, v)
 		}
 		snap := &Snapshot{}
-		if err := snap.parse(flatH, users[items[i].User].Val(), []any{}, nil); err != nil {
-			return err
+		if err := snap.parse(flatH, map[string]string{}, []any{}, nil); err != nil {
+			return nil, err
 		}
-		snap.App = appState
-		items[i].Snap = snap
+		r.Sessions[i] = snap
 	}
-	return nil
+	return r, nil
 }

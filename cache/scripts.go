@@ -26,6 +26,7 @@ var (
 	flushedScript       = redis.NewScript(lua.Flushed)
 	hydrateScript       = redis.NewScript(lua.Hydrate)
 	hydrateStateScript  = redis.NewScript(lua.HydrateState)
+	hydrateIndexScript  = redis.NewScript(lua.HydrateIndex)
 	leaseRenewScript    = redis.NewScript(lua.LeaseRenew)
 	leaseReleaseScript  = redis.NewScript(lua.LeaseRelease)
 )
@@ -91,7 +92,7 @@ func isNoScript(err error) bool {
 // calls need no EVAL fallback.
 func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
 	for _, s := range []*redis.Script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, rewindScript,
-		flushedScript, hydrateScript, hydrateStateScript, leaseRenewScript, leaseReleaseScript} {
+		flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseRenewScript, leaseReleaseScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}

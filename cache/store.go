@@ -114,7 +114,7 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 // CreateChangeID is the id under which the app part of a create's initial
 // state is applied (once).
 func CreateChangeID(incarnation int64, user, sid string) string {
-	return "c/" + strconv.FormatInt(incarnation, 10) + "/" + AppIndexMember(user, sid)
+	return "c/" + strconv.FormatInt(incarnation, 10) + "/" + Escape(user) + ":" + Escape(sid)
 }
 
 // AppendChangeID is the id under which the app part of an event's state

@@ -1363,6 +1363,7 @@ func testEventFidelity(t *testing.T, url string) {
 	require.JSONEq(t, apiEvent, stored[0])
 
 	// ADK's storage form (snake_case keys; seconds as ADK Python writes, ms as ADK JS) reads as the same event.
+	// A field of no known model keeps its value as written (only its own key follows the convention).
 	for name, ts := range map[string]string{"seconds": "1735787045.123456", "milliseconds": "1735787045123.456"} {
 		storage := `{
   "id": "ev-1", "invocation_id": "e-123", "author": "root_agent", "branch": "root_agent.sub",
@@ -1380,7 +1381,7 @@ func testEventFidelity(t *testing.T, url string) {
     "requested_auth_configs": {"fc-9": {"auth_scheme": {"type": "oauth2"}}},
     "requested_tool_confirmations": {"fc-8": {"hint": "ok?", "confirmed": false}},
     "transfer_to_agent": "billing_agent", "escalate": true, "skip_summarization": true,
-    "unknown_action": {"future_field": [1, "two"]}
+    "unknown_action": {"futureField": [1, "two"]}
   },
   "long_running_tool_ids": ["fc-1", "fc-2"],
   "custom_metadata": {"trace_id": "abc", "nested": {"deep": [1, 2, 3]}, "n": 1.25},

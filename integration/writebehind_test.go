@@ -148,34 +148,11 @@ func (e *wbEnv) pttl(key string) time.Duration {
 // equivalent of a FLUSHALL).
 func (e *wbEnv) wipeNamespace() int {
 	e.t.Helper()
-	ctx := wbCtx(e.t)
-	n := 0
-	scan := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, e.cfg.Namespace+"*", 1000).Iterator()
-		var batch []string
-		for iter.Next(ctx) {
-			batch = append(batch, iter.Val())
-		}
-		for _, k := range batch {
-			if err := c.Del(ctx, k).Err(); err != nil {
-				return err
-			}
-		}
-		n += len(batch)
-		return iter.Err()
+	keys := e.namespaceKeys()
+	for _, k := range keys {
+		require.NoError(e.t, e.rdb.Del(wbCtx(e.t), k).Err())
 	}
-	var mu sync.Mutex
-	switch c := e.rdb.(type) {
-	case *redis.ClusterClient:
-		require.NoError(e.t, c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			mu.Lock()
-			defer mu.Unlock()
-			return scan(ctx, m)
-		}))
-	case *redis.Client:
-		require.NoError(e.t, scan(ctx, c))
-	}
-	return n
+	return len(keys)
 }
 
 // ---------------------------------------------------------------------------
@@ -547,6 +524,10 @@ func runWriteBehind(t *testing.T, url string) {
 		{"DeleteAndRecreate", testWBDeleteRecreate},
 		{"Eviction", testWBEviction},
 		{"MaxCachedEvents", testWBMaxCachedEvents},
+		{"KeysExpire", testKeysExpire},
+		{"UserIndexPartialEviction", testUserIndexPartialEviction},
+		{"ListWithoutEvents", testListWithoutEvents},
+		{"AppListing", testAppListing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -116,64 +116,17 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 	return l.hydrateUser(ctx, app, user)
 }
 
-// hydrateUser puts a user's state and the ids of the user's sessions back
-// into Redis.
+// hydrateUser puts a user's state back into Redis, and completes the
+// user's session index if Redis lost it.
 func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
 	state, rev, err := l.opts.DB.LoadUserState(ctx, app, user)
 	if err != nil {
 		return fmt.Errorf("load user state of %s from the database: %w", user, err)
 	}
-	var index []cache.IndexEntry
-	var after persist.SessionKey
-	for {
-		page, err := l.opts.DB.ListSessions(ctx, app, user, after, 1000)
-		if err != nil {
-			return fmt.Errorf("list sessions of user %s in the database: %w", user, err)
-		}
-		for _, s := range page {
-			index = append(index, cache.IndexEntry{SID: s.Key.SessionID, UpdateTime: s.UpdateTime.UnixMicro()})
-		}
-		if len(page) < 1000 {
-			break
-		}
-		after = page[len(page)-1].Key
-	}
-	_, err = l.cache.HydrateUser(ctx, app, user, rev, persist.StatePairs(state), index, l.opts.CacheTTL)
-	return err
-}
-
-// CompleteAppIndex adds every session the database has of app to Redis's
-// app index, once after Redis lost it (the app hash then carries m:idx).
-func (l *Loader) CompleteAppIndex(ctx context.Context, app string) error {
-	if l.opts.DB == nil {
-		return nil
-	}
-	ok, err := l.cache.AppIndexComplete(ctx, app)
-	if err != nil || ok {
+	if _, err := l.cache.HydrateUser(ctx, app, user, rev, persist.StatePairs(state), l.opts.CacheTTL); err != nil {
 		return err
 	}
-	if err := persist.HydrateAppState(ctx, l.opts.DB, l.cache, app); err != nil {
-		return err
-	}
-	var after persist.SessionKey
-	for {
-		page, err := l.opts.DB.ListSessions(ctx, app, "", after, 1000)
-		if err != nil {
-			return fmt.Errorf("list sessions of app %s in the database: %w", app, err)
-		}
-		batch := make([][2]string, len(page))
-		for i, s := range page {
-			batch[i] = [2]string{s.Key.UserID, s.Key.SessionID}
-		}
-		if err := l.cache.AddToAppIndex(ctx, app, batch); err != nil {
-			return err
-		}
-		if len(page) < 1000 {
-			break
-		}
-		after = page[len(page)-1].Key
-	}
-	return l.cache.MarkAppIndexComplete(ctx, app)
+	return l.completeUserIndex(ctx, app, user)
 }
 
 // completeApp fills in the app state when Redis has lost it.

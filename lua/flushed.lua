@@ -1,22 +1,28 @@
 -- flushed.lua: records that a session's changes up to a revision are in the
 -- database; trims flushed events beyond the cache limit; lets idle, fully
--- flushed keys expire; removes a flushed tombstone.
+-- flushed keys expire (the user index with the user hash); removes a flushed
+-- session from the app index and a flushed tombstone.
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
 -- KEYS[3] -> user state hash  <ns>adk:{shard}:u:<app>:<user>
 -- KEYS[4] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
--- KEYS[5] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
+-- KEYS[5] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
+-- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
+-- KEYS[7] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- ARGV[1] -> incarnation the flushed changes belong to
 -- ARGV[2] -> last seq now in the database ("" for a flushed delete)
 -- ARGV[3] -> user-state revision now in the database ("" = none flushed)
 -- ARGV[4] -> TTL in ms for idle, fully flushed keys
 -- ARGV[5] -> most flushed events to keep cached
+-- ARGV[6] -> member of the session in the app index
 -- Returns the number of events trimmed.
-local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
 local ttl, keep = ARGV[4], tonumber(ARGV[5])
 
-if ARGV[3] ~= '' and redis.call('EXISTS', user) == 1 then
+if ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
+  redis.call('PEXPIRE', KEYS[5], ttl) -- the user hash is gone (evicted): the index follows
+elseif ARGV[3] ~= '' then
   local ufl = tonumber(redis.call('HGET', user, 'm:fl') or '0')
   local urev = tonumber(redis.call('HGET', user, 'm:rev') or '0')
   local flushed = tonumber(ARGV[3])
@@ -26,6 +32,7 @@ if ARGV[3] ~= '' and redis.call('EXISTS', user) == 1 then
   end
   if ufl >= urev then
     redis.call('PEXPIRE', user, ttl)
+    redis.call('PEXPIRE', KEYS[5], ttl)
     redis.call('HSET', user, 'm:ttl', 1)
   end
 end
@@ -43,6 +50,8 @@ end
 if ARGV[2] == '' then
   return 0
 end
+-- The database has the session now: app listings read it from there.
+redis.call('ZREM', KEYS[6], ARGV[6])
 
 local fl, rev, cnt, first = tonumber(meta[3]), tonumber(meta[4]), tonumber(meta[5]), tonumber(meta[6])
 local seq = tonumber(ARGV[2])

@@ -3,28 +3,27 @@
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
--- KEYS[3] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
--- KEYS[4] -> app index zset   <ns>adk:{shard}:as:<app>
--- KEYS[5] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- KEYS[6] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (removed: rewinds of a session read back
+-- KEYS[3] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
+-- KEYS[4] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (removed: rewinds of a session read back
 --                             from the database replay its history)
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
--- ARGV[6] -> session id, ARGV[7] -> app index member
--- ARGV[8] -> number of state pairs S, then S pairs (key, JSON value)
+-- ARGV[6] -> number of state pairs S, then S pairs (key, JSON value)
 -- then E, then E quadruples (seq, timestamp µs, event id, event JSON), ascending and consecutive, the last
 -- one's seq = ARGV[4]
+-- The indexes are left alone: a session in the database is in the user index
+-- while that index is complete, and app listings read it from the database.
 -- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone).
 -- Bad arguments are an error reply, with nothing written.
-local sess, events, uindex, aindex, ids, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local sess, events, ids, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 local inc = int(argv_int(1, 0, MAX_INT))
 local ct = int(argv_int(2, 0, MAX_INT))
 local ut = int(argv_int(3, 0, MAX_INT))
 local rev = argv_int(4, 0, MAX_INT)
 local ttl = argv_int(5, 1, MAX_INT)
-local svals, _, i = argv_pairs(8, 's:')
+local svals, _, i = argv_pairs(6, 's:')
 local n = argv_int(i, 0, MAX_INT)
 if i + 4 * n ~= #ARGV then
   fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 4 * n) .. ' expected')
@@ -66,6 +65,4 @@ if n > 0 then
   redis.call('PEXPIRE', events, ttl)
   redis.call('PEXPIRE', ids, ttl)
 end
-redis.call('ZADD', uindex, ut, ARGV[6])
-redis.call('ZADD', aindex, 0, ARGV[7])
 return 1

@@ -43,6 +43,8 @@ var (
 	hydrateSrc string
 	//go:embed hydrate_state.lua
 	hydrateStateSrc string
+	//go:embed hydrate_index.lua
+	hydrateIndexSrc string
 	//go:embed lease_renew.lua
 	leaseRenewSrc string
 	//go:embed lease_release.lua
@@ -71,6 +73,8 @@ var (
 	Hydrate = withLib(hydrateSrc)
 	// HydrateState puts user or app state read from the database back; see hydrate_state.lua.
 	HydrateState = withLib(hydrateStateSrc)
+	// HydrateIndex completes a user's session index that Redis lost; see hydrate_index.lua.
+	HydrateIndex = withLib(hydrateIndexSrc)
 	// LeaseRenew renews a flusher's shard lease; see lease_renew.lua.
 	LeaseRenew = withLib(leaseRenewSrc)
 	// LeaseRelease gives up a flusher's shard lease; see lease_release.lua.

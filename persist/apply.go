@@ -20,7 +20,7 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	if len(b.Deletes)+len(b.Sessions)+len(b.UserStates)+len(b.AppStates) == 0 {
 		return nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.beginTx(ctx, s.db, nil)
 	if err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}

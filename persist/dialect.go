@@ -23,6 +23,12 @@ type dialect struct {
 	bind func(cols ...any) ([]any, error)
 	// noLimit is the LIMIT argument that means no limit.
 	noLimit any
+	// byteOrder is the COLLATE clause that compares text byte by byte (the
+	// order of Redis's app index), whatever the database's collation.
+	byteOrder string
+	// pairs is a FROM item k(user_id, id) over the two text columns that
+	// bind binds from $2 on.
+	pairs string
 	// migrations is the directory of the dialect's migrations in migrationFS.
 	migrations string
 	// tableExists answers whether the table named $1 exists.

@@ -3,64 +3,31 @@ package persist
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
 
 // An event has two JSON forms. The API form (ADK's api_server, adksession's
-// HTTP API and its Redis cache) has camelCase keys; the storage form (the
-// events.event_data column ADK Python and ADK JS read) has snake_case keys.
-// Free-form maps keep the application's keys in both forms.
+// HTTP API and its Redis cache) has the camelCase aliases of ADK's models;
+// the storage form (the events.event_data column ADK Python and ADK JS read)
+// is what ADK Python's Event.model_dump(exclude_none=True, mode="json")
+// writes: field names. The conversion follows the models (eventmodels.go):
+// only field names are renamed, never the keys of the application's maps.
+// Bytes are written in URL-safe base64 with padding, as pydantic writes
+// them (every ADK Python reads it); they are read back as stored.
 
-// freeForm are keys (in either form) whose value is the application's own
-// data: copied verbatim.
-var freeForm = map[string]bool{
-	"stateDelta": true, "state_delta": true,
-	"artifactDelta": true, "artifact_delta": true,
-	"customMetadata": true, "custom_metadata": true,
-	"agentState": true, "agent_state": true,
-	"args": true, "response": true,
-	"payload": true, "output": true,
-	"setModelResponse": true, "set_model_response": true,
-	"responseSchema": true, "response_schema": true,
-	"responseJsonSchema": true, "response_json_schema": true,
-	"parameters": true, "parametersJsonSchema": true, "parameters_json_schema": true,
-}
-
-// ADK Python's Event and EventActions models reject keys they do not know,
-// so the storage form keeps only theirs. The others (fields of adk-go or of
-// newer ADK versions) travel inside custom_metadata under these keys, in API
-// form, and come back out in APIForm.
+// ADK Python's EventActions rejects keys it does not know, and its Event
+// drops them (rejects them before 1.28), so the storage form keeps only
+// theirs. The others (fields of
+// adk-go or of newer ADK versions) travel inside custom_metadata under these
+// keys, in API form, and come back out in APIForm.
 const (
 	extraKey        = "adksession:extra"
 	actionsExtraKey = "adksession:actions"
 )
 
-var storageEventKeys = setOf("id", "invocation_id", "author", "branch", "timestamp", "actions",
-	"long_running_tool_ids", "model_version", "content", "grounding_metadata", "partial", "turn_complete",
-	"turn_complete_reason", "finish_reason", "error_code", "error_message", "interrupted", "custom_metadata",
-	"usage_metadata", "live_session_resumption_update", "live_session_id", "go_away", "live_setup_complete",
-	"input_transcription", "output_transcription", "avg_logprobs", "logprobs_result", "cache_metadata",
-	"citation_metadata", "interaction_id")
-
-var storageActionKeys = setOf("skip_summarization", "state_delta", "artifact_delta", "transfer_to_agent",
-	"escalate", "requested_auth_configs", "requested_tool_confirmations", "compaction", "end_of_agent",
-	"agent_state", "rewind_before_invocation_id", "route", "render_ui_widgets", "set_model_response")
-
-func setOf(keys ...string) map[string]bool {
-	m := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		m[k] = true
-	}
-	return m
-}
-
-// idKeyed are maps keyed by function-call ids whose values are ADK objects:
-// their keys are kept, their values converted.
-var idKeyed = map[string]bool{
-	"requestedAuthConfigs": true, "requested_auth_configs": true,
-	"requestedToolConfirmations": true, "requested_tool_confirmations": true,
-}
+var actionsModel = models["EventActions"]
 
 // IsStorageForm tells whether an event's top-level keys are snake_case.
 func IsStorageForm(top map[string]json.RawMessage) bool {
@@ -74,213 +41,195 @@ func IsStorageForm(top map[string]json.RawMessage) bool {
 
 // StorageForm converts an event from API form to storage form.
 func StorageForm(api []byte) ([]byte, error) {
-	v, err := decodeObject(api)
+	top, err := eventMembers(api)
 	if err != nil {
 		return nil, err
 	}
-	return encode(stashExtras(v))
+	rest, actions, meta := splitEvent(top)
+	out, extra := eventModel.convertMembers(rest, toStorage)
+	var aextra []member
+	if actions != nil {
+		am, ok := objectMembers(actions)
+		if !ok {
+			return nil, errors.New("event json: actions is not an object")
+		}
+		var conv []member
+		conv, aextra = actionsModel.convertMembers(am, toStorage)
+		out = append(out, member{"actions", writeObject(conv)})
+	}
+	if meta != nil || len(extra) > 0 {
+		metaMembers, ok := objectMembers(meta)
+		if meta != nil && !ok {
+			return nil, errors.New("event json: custom_metadata is not an object")
+		}
+		for _, x := range []struct {
+			key     string
+			members []member
+		}{{extraKey, extra}, {actionsExtraKey, aextra}} {
+			if len(x.members) > 0 {
+				metaMembers = append(metaMembers, member{x.key, writeObject(x.members)})
+			}
+		}
+		out = append(out, member{"custom_metadata", writeObject(metaMembers)})
+	}
+	return compact(writeObject(out)), nil
 }
 
 // APIForm converts an event from storage form to API form.
 func APIForm(storage []byte) ([]byte, error) {
-	v, err := decodeObject(storage)
+	top, err := eventMembers(storage)
 	if err != nil {
 		return nil, err
 	}
-	return encode(toAPI(v))
+	return compact(writeObject(apiMembers(top))), nil
 }
 
-// stashExtras renames an API-form event to storage form, moving the keys ADK
-// Python does not know into custom_metadata.
-func stashExtras(api map[string]any) map[string]any {
-	out := map[string]any{}
-	extra := map[string]any{}
-	for k, v := range api {
-		sk := snake(k)
-		switch {
-		case sk == "actions":
-			actions, ok := v.(map[string]any)
-			if !ok {
-				out[sk] = rename(v, snake)
-				continue
-			}
-			conv := map[string]any{}
-			aextra := map[string]any{}
-			for ak, av := range actions {
-				if sak := snake(ak); storageActionKeys[sak] {
-					conv[sak] = renameValue(ak, av, snake)
-				} else {
-					aextra[ak] = av
+// apiMembers converts the members of a storage-form event to API form,
+// restoring the keys StorageForm moved into custom_metadata.
+func apiMembers(top []member) []member {
+	rest, actions, meta := splitEvent(top)
+	out, _ := eventModel.convertMembers(rest, toAPI)
+	var extra, aextra []member
+	if meta != nil {
+		metaMembers, ok := objectMembers(meta)
+		if ok {
+			kept := metaMembers[:0:0]
+			for _, m := range metaMembers {
+				switch m.key {
+				case extraKey:
+					extra, _ = objectMembers(m.val)
+				case actionsExtraKey:
+					aextra, _ = objectMembers(m.val)
+				default:
+					kept = append(kept, m)
 				}
 			}
-			out[sk] = conv
-			if len(aextra) > 0 {
-				extra[actionsExtraKey] = aextra
+			if len(kept) > 0 || len(extra)+len(aextra) == 0 {
+				meta = writeObject(kept)
+			} else {
+				meta = nil
 			}
-		case storageEventKeys[sk]:
-			out[sk] = renameValue(k, v, snake)
+		}
+		if meta != nil {
+			out = append(out, member{"customMetadata", meta})
+		}
+	}
+	if actions != nil || aextra != nil {
+		am, ok := objectMembers(actions)
+		if actions != nil && !ok {
+			out = append(out, member{"actions", actions})
+		} else {
+			conv, _ := actionsModel.convertMembers(am, toAPI)
+			out = append(out, member{"actions", writeObject(addMissing(conv, aextra))})
+		}
+	}
+	return addMissing(out, extra)
+}
+
+// addMissing appends the members of add whose key ms does not have.
+func addMissing(ms, add []member) []member {
+	for _, a := range add {
+		if memberIndex(ms, a.key) < 0 {
+			ms = append(ms, a)
+		}
+	}
+	return ms
+}
+
+// splitEvent takes the actions and the custom metadata (either key, the
+// alias first, null as absent) out of an event's members.
+func splitEvent(top []member) (rest []member, actions, meta []byte) {
+	rest = make([]member, 0, len(top))
+	metaAlias := false
+	for _, m := range top {
+		switch m.key {
+		case "actions":
+			if !isNull(m.val) {
+				actions = m.val
+			}
+		case "custom_metadata", "customMetadata":
+			alias := m.key == "customMetadata"
+			if !isNull(m.val) && (meta == nil || alias && !metaAlias) {
+				meta, metaAlias = m.val, alias
+			}
 		default:
-			extra[k] = v
+			rest = append(rest, m)
 		}
 	}
-	if len(extra) > 0 {
-		meta, _ := out["custom_metadata"].(map[string]any)
-		if meta == nil {
-			meta = map[string]any{}
-		}
-		if a, ok := extra[actionsExtraKey]; ok {
-			meta[actionsExtraKey] = a
-			delete(extra, actionsExtraKey)
-		}
-		if len(extra) > 0 {
-			meta[extraKey] = extra
-		}
-		out["custom_metadata"] = meta
-	}
-	return out
+	return rest, actions, meta
 }
 
-// toAPI renames a storage-form event to API form, restoring the keys
-// stashExtras moved into custom_metadata.
-func toAPI(storage map[string]any) map[string]any {
-	out, _ := rename(storage, camel).(map[string]any)
-	meta, _ := out["customMetadata"].(map[string]any)
-	if meta == nil {
-		return out
-	}
-	if extra, ok := meta[extraKey].(map[string]any); ok {
-		for k, v := range extra {
-			out[k] = v
-		}
-		delete(meta, extraKey)
-	}
-	if aextra, ok := meta[actionsExtraKey].(map[string]any); ok {
-		actions, _ := out["actions"].(map[string]any)
-		if actions == nil {
-			actions = map[string]any{}
-			out["actions"] = actions
-		}
-		for k, v := range aextra {
-			actions[k] = v
-		}
-		delete(meta, actionsExtraKey)
-	}
-	if len(meta) == 0 {
-		delete(out, "customMetadata")
-	}
-	return out
+// compact removes the space between tokens that values kept as given (a
+// Postgres jsonb text, say) carry.
+func compact(data []byte) []byte {
+	var b bytes.Buffer
+	b.Grow(len(data))
+	json.Compact(&b, data) // data is valid JSON
+	return b.Bytes()
 }
 
-func decodeObject(data []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v map[string]any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("event json: %w", err)
+func eventMembers(data []byte) ([]member, error) {
+	if !json.Valid(data) {
+		return nil, errors.New("event json: not valid JSON")
 	}
-	return v, nil
+	top, ok := objectMembers(data)
+	if !ok {
+		return nil, errors.New("event json: not a JSON object")
+	}
+	return top, nil
 }
 
-func encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("event json: %w", err)
+// StandardBytes returns v, the value of the event's API-form key key, with
+// every bytes field (inline data, thought signatures, ...) in standard
+// base64 with padding, the form Go's encoding/json reads. It accepts either
+// alphabet, with or without padding.
+func StandardBytes(key string, v []byte) []byte {
+	f := eventModel.keys[key]
+	if f == nil || !json.Valid(v) {
+		return v
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return standardBytes(f, v)
 }
 
-// renameValue renames the keys inside the value of key k, unless it is free-form.
-func renameValue(k string, v any, name func(string) string) any {
-	return rename(map[string]any{k: v}, name).(map[string]any)[name(k)]
+func standardBytes(f *field, v []byte) []byte {
+	if f.kind == kindBytes {
+		return rebase64(v, standard)
+	}
+	return f.eachObject(v, (*model).standardBytes)
 }
 
-func rename(v any, name func(string) string) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, val := range x {
-			switch {
-			case freeForm[k]:
-				out[name(k)] = val
-			case idKeyed[k]:
-				m, ok := val.(map[string]any)
-				if !ok {
-					out[name(k)] = val
-					continue
-				}
-				conv := make(map[string]any, len(m))
-				for id, obj := range m {
-					conv[id] = rename(obj, name)
-				}
-				out[name(k)] = conv
-			default:
-				out[name(k)] = rename(val, name)
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, val := range x {
-			out[i] = rename(val, name)
-		}
-		return out
+func (m *model) standardBytes(v []byte) []byte {
+	ms, ok := objectMembers(v)
+	if !ok {
+		return v
 	}
-	return v
-}
-
-// snake converts "functionCall" to "function_call".
-func snake(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'A' && c <= 'Z' {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			b.WriteByte(c + 'a' - 'A')
-			continue
+	for i := range ms {
+		if f := m.keys[ms[i].key]; f != nil {
+			ms[i].val = standardBytes(f, ms[i].val)
 		}
-		b.WriteByte(c)
 	}
-	return b.String()
-}
-
-// camel converts "function_call" to "functionCall".
-func camel(s string) string {
-	if !strings.Contains(s, "_") {
-		return s
-	}
-	var b strings.Builder
-	up := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' && i > 0 {
-			up = true
-			continue
-		}
-		if up && c >= 'a' && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up = false
-		b.WriteByte(c)
-	}
-	return b.String()
+	return writeObject(ms)
 }
 
 // APIEvent returns the event of a row in API form, with the id and
 // invocation id of its columns (ADK Python and ADK JS put timestamps of
 // different units in event_data; the column is authoritative).
 func APIEvent(row EventRow) ([]byte, error) {
-	v, err := decodeObject(row.Data)
+	top, err := eventMembers(row.Data)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: event_data: %w", row.ID, err)
 	}
-	api := toAPI(v)
-	api["id"] = row.ID
-	api["invocationId"] = row.InvocationID
+	out := apiMembers(top)
 	us := row.Timestamp.UnixMicro()
-	api["timestamp"] = json.Number(fmt.Sprintf("%d.%06d", us/1e6, us%1e6))
-	return encode(api)
+	for _, c := range []member{
+		{"id", jsonString(row.ID)}, {"invocationId", jsonString(row.InvocationID)},
+		{"timestamp", fmt.Appendf(nil, "%d.%06d", us/1e6, us%1e6)},
+	} {
+		if i := memberIndex(out, c.key); i >= 0 {
+			out[i].val = c.val
+		} else {
+			out = append(out, c)
+		}
+	}
+	return compact(writeObject(out)), nil
 }

@@ -2,38 +2,228 @@ package persist
 
 import (
 	"encoding/json"
-	"reflect"
 	"testing"
 )
 
-func TestEventFormsRoundTrip(t *testing.T) {
-	cases := []string{
-		`{"id":"e1","invocationId":"i1","author":"a","timestamp":1.5,"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":{"snake_key":1,"camelKey":2}}},{"inlineData":{"mimeType":"image/png","data":"AAE="}}]},"actions":{"stateDelta":{"user_name":"x","app:k":null},"artifactDelta":{"my_file.txt":2},"requestedToolConfirmations":{"adk-1":{"hint":"h","payload":{"some_key":1}}},"futureAction":{"a_b":1}},"customMetadata":{"my_key":1}}`,
-		`{"id":"e2","invocationId":"i2","author":"a","timestamp":2,"output":{"my_key":1},"routes":["x"],"nodeInfo":{"node_path":"p"},"actions":{"stateDelta":{}}}`,
+// TestEventForms converts events of every shape ADK writes from API form to
+// storage form and back: the storage form is what ADK Python's model_dump
+// writes, and the round trip gives the event back.
+func TestEventForms(t *testing.T) {
+	cases := []struct {
+		name, api, storage string
+		// answer is APIForm(storage) when it is not api: ADK answers its
+		// OpenAPI auth schemes with their "type_" (TestEventFormsAuthSchemeUnion).
+		answer string
+	}{{
+		name:    "part metadata keeps the application's keys",
+		api:     `{"content":{"role":"model","parts":[{"text":"x","partMetadata":{"sourceDoc":"d1","page_no":3,"Mixed_Key":{"aB":1}}}]}}`,
+		storage: `{"content":{"role":"model","parts":[{"text":"x","part_metadata":{"sourceDoc":"d1","page_no":3,"Mixed_Key":{"aB":1}}}]}}`,
+	}, {
+		name: "function call args and response keep their keys",
+		api: `{"content":{"parts":[{"functionCall":{"id":"c","name":"f","args":{"city_name":"P","unitSystem":{"tempUnit":"C"}}}},` +
+			`{"functionResponse":{"id":"c","name":"f","response":{"tempC":1,"wind_kph":[3]},"willContinue":false}}]}}`,
+		storage: `{"content":{"parts":[{"function_call":{"id":"c","name":"f","args":{"city_name":"P","unitSystem":{"tempUnit":"C"}}}},` +
+			`{"function_response":{"id":"c","name":"f","response":{"tempC":1,"wind_kph":[3]},"will_continue":false}}]}}`,
+	}, {
+		name: "OAuth2 scheme: OpenAPI field names, scopes and headers as given",
+		api: `{"actions":{"requestedAuthConfigs":{"fc-3":{"authScheme":{"type":"oauth2","flows":{"authorizationCode":` +
+			`{"authorizationUrl":"https://a","tokenUrl":"https://t","refreshUrl":"https://r","scopes":{"User.Read":"p","read_write":"rw"}},` +
+			`"clientCredentials":{"tokenUrl":"https://t","scopes":{}}}},` +
+			`"rawAuthCredential":{"authType":"oauth2","oauth2":{"clientId":"cid","tokenEndpointAuthMethod":"client_secret_basic"}},` +
+			`"credentialKey":"k"}}}}`,
+		storage: `{"actions":{"requested_auth_configs":{"fc-3":{"auth_scheme":{"type_":"oauth2","flows":{"authorizationCode":` +
+			`{"authorizationUrl":"https://a","tokenUrl":"https://t","refreshUrl":"https://r","scopes":{"User.Read":"p","read_write":"rw"}},` +
+			`"clientCredentials":{"tokenUrl":"https://t","scopes":{}}}},` +
+			`"raw_auth_credential":{"auth_type":"oauth2","oauth2":{"client_id":"cid","token_endpoint_auth_method":"client_secret_basic"}},` +
+			`"credential_key":"k"}}}}`,
+		answer: `{"actions":{"requestedAuthConfigs":{"fc-3":{"authScheme":{"type":"oauth2","type_":"oauth2","flows":{"authorizationCode":` +
+			`{"authorizationUrl":"https://a","tokenUrl":"https://t","refreshUrl":"https://r","scopes":{"User.Read":"p","read_write":"rw"}},` +
+			`"clientCredentials":{"tokenUrl":"https://t","scopes":{}}}},` +
+			`"rawAuthCredential":{"authType":"oauth2","oauth2":{"clientId":"cid","tokenEndpointAuthMethod":"client_secret_basic"}},` +
+			`"credentialKey":"k"}}}}`,
+	}, {
+		name: "HTTP bearer and OpenID Connect schemes, additional headers as given",
+		api: `{"actions":{"requestedAuthConfigs":{"fc-5":{"authScheme":{"type":"http","scheme":"bearer","bearerFormat":"JWT"},` +
+			`"rawAuthCredential":{"authType":"http","http":{"scheme":"bearer","credentials":{"token":"tok"},` +
+			`"additionalHeaders":{"X-Goog-User-Project":"p1","x_tenant_id":"t1"}}}},` +
+			`"fc-6":{"authScheme":{"type":"openIdConnect","openIdConnectUrl":"https://o/.well-known"}}}}}`,
+		storage: `{"actions":{"requested_auth_configs":{"fc-5":{"auth_scheme":{"type_":"http","scheme":"bearer","bearerFormat":"JWT"},` +
+			`"raw_auth_credential":{"auth_type":"http","http":{"scheme":"bearer","credentials":{"token":"tok"},` +
+			`"additional_headers":{"X-Goog-User-Project":"p1","x_tenant_id":"t1"}}}},` +
+			`"fc-6":{"auth_scheme":{"type_":"openIdConnect","openIdConnectUrl":"https://o/.well-known"}}}}}`,
+		answer: `{"actions":{"requestedAuthConfigs":{"fc-5":{"authScheme":{"type":"http","type_":"http","scheme":"bearer","bearerFormat":"JWT"},` +
+			`"rawAuthCredential":{"authType":"http","http":{"scheme":"bearer","credentials":{"token":"tok"},` +
+			`"additionalHeaders":{"X-Goog-User-Project":"p1","x_tenant_id":"t1"}}}},` +
+			`"fc-6":{"authScheme":{"type":"openIdConnect","type_":"openIdConnect","openIdConnectUrl":"https://o/.well-known"}}}}}`,
+	}, {
+		name: "service account credential: type_ is aliased type",
+		api: `{"actions":{"requestedAuthConfigs":{"fc":{"authScheme":{"type":"custom_sa"},"rawAuthCredential":{"authType":"serviceAccount",` +
+			`"serviceAccount":{"scopes":["s"],"serviceAccountCredential":{"type":"service_account","projectId":"p","clientX509CertUrl":"u"}}}}}}}`,
+		storage: `{"actions":{"requested_auth_configs":{"fc":{"auth_scheme":{"type_":"custom_sa"},"raw_auth_credential":{"auth_type":"serviceAccount",` +
+			`"service_account":{"scopes":["s"],"service_account_credential":{"type_":"service_account","project_id":"p","client_x509_cert_url":"u"}}}}}}}`,
+	}, {
+		name:    "cache metadata is a model without aliases",
+		api:     `{"cacheMetadata":{"cache_name":"c","expire_time":1.5,"fingerprint":"fp","invocations_used":2,"contents_count":4}}`,
+		storage: `{"cache_metadata":{"cache_name":"c","expire_time":1.5,"fingerprint":"fp","invocations_used":2,"contents_count":4}}`,
+	}, {
+		name: "ADK 2.x fields at top level, nothing invented",
+		api: `{"nodeInfo":{"path":"wf@1/A@1","outputFor":["wf@1"],"messageAsOutput":true},"output":{"resultKey":{"inner_key":1}},` +
+			`"isolationScope":"fc-1","environmentId":"env-1","interactionId":"i-1","voiceActivity":{"voiceActivityType":"ACTIVITY_START"},` +
+			`"turnCompleteReason":"NEED_MORE_INPUT"}`,
+		storage: `{"node_info":{"path":"wf@1/A@1","output_for":["wf@1"],"message_as_output":true},"output":{"resultKey":{"inner_key":1}},` +
+			`"isolation_scope":"fc-1","environment_id":"env-1","interaction_id":"i-1","voice_activity":{"voice_activity_type":"ACTIVITY_START"},` +
+			`"turn_complete_reason":"NEED_MORE_INPUT"}`,
+	}, {
+		name: "workflow actions: route, widgets, model response, agent state",
+		api: `{"actions":{"route":["approve",2],"renderUiWidgets":[{"id":"w","provider":"mcp","payload":{"resourceUri":"u","tool_args":{}}}],` +
+			`"setModelResponse":{"finalAnswer":42},"agentState":{"stepIndex":3,"sub_state":null},"endOfAgent":true,` +
+			`"compaction":{"startTimestamp":1.5,"endTimestamp":2.5,"compactedContent":{"parts":[{"text":"s"}],"role":"model"}}}}`,
+		storage: `{"actions":{"route":["approve",2],"render_ui_widgets":[{"id":"w","provider":"mcp","payload":{"resourceUri":"u","tool_args":{}}}],` +
+			`"set_model_response":{"finalAnswer":42},"agent_state":{"stepIndex":3,"sub_state":null},"end_of_agent":true,` +
+			`"compaction":{"start_timestamp":1.5,"end_timestamp":2.5,"compacted_content":{"parts":[{"text":"s"}],"role":"model"}}}}`,
+	}, {
+		name:    "state delta keeps prefixes, odd keys and nulls",
+		api:     `{"actions":{"stateDelta":{"app:x":null,"user:camelKey":{"snake_key":1},"a<b>&c":"é","x.y":[]},"artifactDelta":{"my_file.txt":2}}}`,
+		storage: `{"actions":{"state_delta":{"app:x":null,"user:camelKey":{"snake_key":1},"a<b>&c":"é","x.y":[]},"artifact_delta":{"my_file.txt":2}}}`,
+	}, {
+		name: "genai metadata models",
+		api: `{"usageMetadata":{"promptTokenCount":1,"promptTokensDetails":[{"modality":"TEXT","tokenCount":1}]},` +
+			`"groundingMetadata":{"groundingChunks":[{"web":{"uri":"u"}}],"searchEntryPoint":{"renderedContent":"<div>","sdkBlob":"AA-_"}},` +
+			`"logprobsResult":{"topCandidates":[{"candidates":[{"logProbability":-0.1,"tokenId":5}]}]},` +
+			`"liveSessionResumptionUpdate":{"newHandle":"h"},"goAway":{"timeLeft":"5s"},"inputTranscription":{"text":"t","finished":true}}`,
+		storage: `{"usage_metadata":{"prompt_token_count":1,"prompt_tokens_details":[{"modality":"TEXT","token_count":1}]},` +
+			`"grounding_metadata":{"grounding_chunks":[{"web":{"uri":"u"}}],"search_entry_point":{"rendered_content":"<div>","sdk_blob":"AA-_"}},` +
+			`"logprobs_result":{"top_candidates":[{"candidates":[{"log_probability":-0.1,"token_id":5}]}]},` +
+			`"live_session_resumption_update":{"new_handle":"h"},"go_away":{"time_left":"5s"},"input_transcription":{"text":"t","finished":true}}`,
+	}, {
+		name: "fields ADK Python does not know travel in custom_metadata",
+		api:  `{"author":"a","customMetadata":{"my_key":1},"routes":["x"],"requestedInput":{"interruptId":"i"},"actions":{"futureAction":{"a_b":1}}}`,
+		storage: `{"author":"a","custom_metadata":{"my_key":1,"adksession:extra":{"routes":["x"],"requestedInput":{"interruptId":"i"}},` +
+			`"adksession:actions":{"futureAction":{"a_b":1}}},"actions":{}}`,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := StorageForm([]byte(c.api))
+			must(t, err)
+			sameJSON(t, "storage form", st, []byte(c.storage))
+			api, err := APIForm([]byte(c.storage))
+			must(t, err)
+			want := c.api
+			if c.answer != "" {
+				want = c.answer
+			}
+			sameJSON(t, "API form", api, []byte(want))
+		})
 	}
-	for _, in := range cases {
+}
+
+// TestEventFormsBytes: bytes are written in URL-safe base64 with padding,
+// as ADK Python writes them, whichever alphabet and padding they come in.
+func TestEventFormsBytes(t *testing.T) {
+	const want = `{"content":{"parts":[{"inline_data":{"data":"-_-_AA==","mime_type":"image/png"}},{"thought_signature":"AQID"},` +
+		`{"function_response":{"parts":[{"inline_data":{"data":"_w=="}}]}}]}}`
+	for _, in := range []string{
+		`{"content":{"parts":[{"inlineData":{"data":"+/+/AA==","mimeType":"image/png"}},{"thoughtSignature":"AQID"},` +
+			`{"functionResponse":{"parts":[{"inlineData":{"data":"/w=="}}]}}]}}`,
+		`{"content":{"parts":[{"inlineData":{"data":"-_-_AA","mimeType":"image/png"}},{"thoughtSignature":"AQID"},` +
+			`{"functionResponse":{"parts":[{"inlineData":{"data":"_w"}}]}}]}}`,
+	} {
 		st, err := StorageForm([]byte(in))
-		if err != nil {
-			t.Fatal(err)
+		must(t, err)
+		sameJSON(t, "storage form of "+in, st, []byte(want))
+	}
+	// Not base64: kept as given.
+	st, err := StorageForm([]byte(`{"content":{"parts":[{"inlineData":{"data":"not base64!"}}]}}`))
+	must(t, err)
+	sameJSON(t, "not base64", st, []byte(`{"content":{"parts":[{"inline_data":{"data":"not base64!"}}]}}`))
+
+	// StandardBytes gives Go's encoding/json standard base64.
+	got := StandardBytes("content", []byte(`{"parts":[{"inlineData":{"data":"-_-_AA"}},{"thoughtSignature":"AQID"}]}`))
+	sameJSON(t, "standard bytes", got, []byte(`{"parts":[{"inlineData":{"data":"+/+/AA=="}},{"thoughtSignature":"AQID"}]}`))
+}
+
+// TestEventFormsAuthSchemeUnion: an auth scheme becomes the model pydantic's
+// smart union picks, and is written and answered as ADK writes and answers
+// it (testdata/adk-python holds what ADK itself did with these).
+func TestEventFormsAuthSchemeUnion(t *testing.T) {
+	cases := []struct{ name, in, storage, api string }{
+		{"API key", `{"type":"apiKey","in":"header","name":"X-Api-Key"}`,
+			`{"type_":"apiKey","in_":"header","name":"X-Api-Key"}`,
+			// ADK's FastAPI APIKey cannot read "in_" back: the row answers as its CustomAuthScheme.
+			`{"type":"apiKey","in_":"header","name":"X-Api-Key"}`},
+		{"OAuth2 without type", `{"flows":{"password":{"tokenUrl":"t"}}}`,
+			`{"type_":"oauth2","flows":{"password":{"tokenUrl":"t","scopes":{}}}}`,
+			`{"type":"oauth2","type_":"oauth2","flows":{"password":{"tokenUrl":"t","scopes":{}}}}`},
+		{"HTTP basic", `{"type":"http","scheme":"basic","description":null}`,
+			`{"type_":"http","scheme":"basic"}`,
+			`{"type":"http","type_":"http","scheme":"basic"}`},
+		{"custom", `{"type":"myScheme","my_field":{"aB":1}}`,
+			`{"type_":"myScheme","my_field":{"aB":1}}`,
+			`{"type":"myScheme","my_field":{"aB":1}}`},
+		{"OpenID Connect with config", `{"type":"openIdConnect","authorization_endpoint":"a","token_endpoint":"t","scopes":["openid"]}`,
+			`{"type_":"openIdConnect","authorization_endpoint":"a","token_endpoint":"t","scopes":["openid"]}`,
+			`{"type":"openIdConnect","type_":"openIdConnect","authorization_endpoint":"a","token_endpoint":"t","scopes":["openid"]}`},
+		{"anything else is an HTTP bearer", `{"flows":"x"}`,
+			`{"type_":"http","scheme":"bearer","flows":"x"}`,
+			`{"type":"http","type_":"http","scheme":"bearer","flows":"x"}`},
+		{"not a scheme ADK reads", `{"scheme":5}`, `{"scheme":5}`, `{"scheme":5}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := authScheme([]byte(c.in), toStorage)
+			sameJSON(t, "storage", st, []byte(c.storage))
+			sameJSON(t, "answer", authScheme(st, toAPI), []byte(c.api))
+			// ADK's answer, sent back, is stored as ADK stores it.
+			sameJSON(t, "answer stored again", authScheme([]byte(c.api), toStorage), []byte(c.storage))
+		})
+	}
+}
+
+// TestEventFormsForeignRows: rows other writers produced (ADK JS's
+// camelCase content, fields of newer ADK versions) read in API form.
+func TestEventFormsForeignRows(t *testing.T) {
+	api, err := APIForm([]byte(`{"invocation_id":"i","content":{"parts":[{"functionCall":{"name":"f","args":{"a_b":1}}},` +
+		`{"function_call":{"name":"g"},"functionCall":{"name":"h"}}]},"future_field":{"keep_this":1},"custom_metadata":null,` +
+		`"actions":{"state_delta":{},"future_action":[{"x_y":1}]}}`))
+	must(t, err)
+	sameJSON(t, "API form", api, []byte(`{"invocationId":"i","content":{"parts":[{"functionCall":{"name":"f","args":{"a_b":1}}},`+
+		`{"functionCall":{"name":"h"}}]},"futureField":{"keep_this":1},"actions":{"stateDelta":{},"futureAction":[{"x_y":1}]}}`))
+}
+
+func TestCamelIsPydanticToCamel(t *testing.T) {
+	for in, want := range map[string]string{
+		"function_call": "functionCall", "functionCall": "functionCall", "type_": "type_", "x_2d": "x2D",
+		"auth_provider_x509_cert_url": "authProviderX509CertUrl", "_private_key": "_privateKey", "a": "a",
+		"HTTP_code": "httpCode", "token_id": "tokenId",
+	} {
+		if got := camel(in); got != want {
+			t.Errorf("camel(%q) = %q, want %q", in, got, want)
 		}
-		var top map[string]json.RawMessage
-		if err := json.Unmarshal(st, &top); err != nil {
-			t.Fatal(err)
-		}
-		for k := range top {
-			if !storageEventKeys[k] {
-				t.Errorf("storage form of %s has key %q that ADK Python does not know", in, k)
+	}
+}
+
+func TestModelsBuild(t *testing.T) {
+	for name, m := range models {
+		for _, f := range m.fields {
+			if f.kind >= kindModel && f.kind <= kindModelMap && f.model == nil {
+				t.Errorf("%s.%s has no model", name, f.storage)
 			}
 		}
-		back, err := APIForm(st)
-		if err != nil {
-			t.Fatal(err)
+	}
+	if eventModel == nil || actionsModel == nil {
+		t.Fatal("no Event or EventActions model")
+	}
+}
+
+func TestStorageFormRefusesNonObjects(t *testing.T) {
+	for _, in := range []string{`[]`, `"x"`, `{`, `{"actions":[1]}`, `{"customMetadata":1,"routes":[1]}`} {
+		if _, err := StorageForm([]byte(in)); err == nil {
+			t.Errorf("StorageForm(%s): no error", in)
 		}
-		var want, got any
-		json.Unmarshal([]byte(in), &want)
-		json.Unmarshal(back, &got)
-		if !reflect.DeepEqual(want, got) {
-			t.Errorf("round trip changed the event:\n in  %s\n mid %s\n out %s", in, st, back)
-		}
+	}
+	var top map[string]json.RawMessage
+	must(t, json.Unmarshal([]byte(`{"invocation_id":"x"}`), &top))
+	if !IsStorageForm(top) {
+		t.Error("IsStorageForm: snake_case key not seen")
 	}
 }

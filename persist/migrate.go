@@ -58,7 +58,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.beginTx(ctx, s.db, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -110,17 +110,25 @@ DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET timezone = %L', current_databa
 	var tz string
 	must(t, raw.QueryRow(`SHOW timezone`).Scan(&tz))
 	same(t, "raw connection time zone", tz, "Asia/Kolkata")
-	withOffset := func(t time.Time) string { return t.Format("2006-01-02 15:04:05.000000-07:00") }
-	k := skey("js")
-	insertADKRows(t, raw, k, 3, jsEvent, withOffset)
-	checkADKSession(t, s, k, 3, jsEvent)
-	// What Apply wrote is the right instant in a timestamptz column too.
-	var us int64
-	must(t, raw.QueryRow(`SELECT (extract(epoch FROM "timestamp") * 1000000)::bigint FROM events WHERE id = 'ours'`).Scan(&us))
-	same(t, "instant written", us, adkEventTime(4).UnixMicro())
-	ls, err := s.LoadSession(ctx, k, Window{After: adkEventTime(3)})
+	// The same through a handle the caller opened, in Asia/Kolkata too.
+	borrowed, err := OpenDB(ctx, raw, "pgx")
 	must(t, err)
-	same(t, "window on timestamptz", eventIDs(ls.Events), []string{"adk-3", "ours"})
+	withOffset := func(t time.Time) string { return t.Format("2006-01-02 15:04:05.000000-07:00") }
+	for name, s := range map[string]*Store{"js": s, "js-borrowed": borrowed} {
+		k := skey(name)
+		insertADKRows(t, raw, k, 3, jsEvent, withOffset)
+		checkADKSession(t, s, k, 3, jsEvent)
+		// What Apply wrote is the right instant in a timestamptz column too.
+		var us int64
+		must(t, raw.QueryRow(`SELECT (extract(epoch FROM "timestamp") * 1000000)::bigint FROM events
+WHERE session_id = $1 AND id = 'ours'`, name).Scan(&us))
+		same(t, name+": instant written", us, adkEventTime(4).UnixMicro())
+		ls, err := s.LoadSession(ctx, k, Window{After: adkEventTime(3)})
+		must(t, err)
+		same(t, name+": window on timestamptz", eventIDs(ls.Events), []string{"adk-3", "ours"})
+	}
+	must(t, borrowed.Close())
+	must(t, raw.Ping())
 }
 
 func TestPostgresURLKeepsUTC(t *testing.T) {

@@ -51,7 +51,7 @@ LEFT JOIN adksession_sessions AS t
 // window w in one snapshot. It returns ErrNotFound when the database has no
 // such session.
 func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
-	tx, err := s.rd.BeginTx(ctx, readTx)
+	tx, err := s.beginTx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
 	}
@@ -76,7 +76,7 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 // (0: no bound), oldest first. It returns ErrNotFound when the database has
 // no such session.
 func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, beforeSeq int64) ([]EventRow, error) {
-	tx, err := s.rd.BeginTx(ctx, readTx)
+	tx, err := s.beginTx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
 	}

@@ -10,6 +10,8 @@ var postgres = &dialect{
 	name:       "postgres",
 	bind:       bindArrays,
 	noLimit:    nil, // LIMIT NULL
+	byteOrder:  ` COLLATE "C"`,
+	pairs:      `unnest($2::text[], $3::text[]) AS k(user_id, id)`,
 	migrations: "migrations/postgres",
 	tableExists: `SELECT EXISTS (SELECT 1 FROM information_schema.tables
   WHERE table_schema = current_schema() AND table_name = $1)`,

@@ -9,6 +9,8 @@ var sqlite = &dialect{
 	name:        "sqlite",
 	bind:        bindJSONRows,
 	noLimit:     -1,
+	byteOrder:   ` COLLATE BINARY`,
+	pairs:       `(SELECT value->>0 AS user_id, value->>1 AS id FROM json_each($2)) AS k`,
 	migrations:  "migrations/sqlite",
 	tableExists: `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1)`,
 	q: batchQueries{

@@ -2,6 +2,9 @@ package persist
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
 	"testing"
 )
 
@@ -81,4 +84,34 @@ func TestSQLiteAdoptsADKPythonDatabase(t *testing.T) {
 	checkADKSession(t, s, k, 3, pythonEvent)
 	apply(t, s, &Batch{Deletes: []SessionDelete{{k, adkCreateTime.UnixMicro()}}})
 	same(t, "events left", queryStrings(t, s.db, `SELECT count(*) FROM events`), [][]string{{"0"}})
+}
+
+// TestSQLiteBorrowedHandle: a SQLite handle the caller opened is migrated
+// and used for reads and writes, and left open by Close.
+func TestSQLiteBorrowedHandle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "own.db")
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	must(t, err)
+	defer db.Close()
+	must(t, MigrateDB(ctx, db, "sqlite3"))
+	s, err := OpenDB(ctx, db, "sqlite")
+	must(t, err)
+	k := skey("mine")
+	insertADKSession(t, s, k, 3)
+	checkADKSession(t, s, k, 3, pythonEvent)
+	must(t, s.Close())
+	must(t, db.Ping())
+
+	_, err = OpenDB(ctx, db, "mysql")
+	if err == nil {
+		t.Fatal("OpenDB with an unknown dialect: no error")
+	}
+	fresh, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "fresh.db"))
+	must(t, err)
+	defer fresh.Close()
+	if _, err := OpenDB(ctx, fresh, "sqlite"); !errors.Is(err, ErrSchema) {
+		t.Fatalf("OpenDB of an unmigrated database: %v, want ErrSchema", err)
+	}
 }

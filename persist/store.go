@@ -7,8 +7,9 @@
 // DatabaseSessionService read; its own bookkeeping lives in extra tables that
 // ADK ignores. docs/persistence.md describes the tables and the rules.
 //
-// persist is a leaf package: it imports no other package of this module and
-// keeps event JSON opaque.
+// Store keeps event JSON opaque; eventform.go converts an event between
+// ADK's API form and the storage form of event_data, following ADK Python's
+// models (eventmodels.go).
 package persist
 
 import (
@@ -40,6 +41,9 @@ type Store struct {
 	d  *dialect
 	db *sql.DB // writes; on SQLite a single connection
 	rd *sql.DB // reads; the same pool as db on Postgres
+	// borrowed: the caller's handle (OpenDB), which Close leaves open and
+	// whose session settings are not ours.
+	borrowed bool
 }
 
 // Open connects to the database at url and checks that its schema is
@@ -138,8 +142,85 @@ func sqliteDSNs(url string) (writer, reader string, err error) {
 	return path + pragmas + "&_pragma=journal_mode(WAL)&_txlock=immediate", path + pragmas + "&_pragma=query_only(1)", nil
 }
 
-// Close closes the connection pools.
+// OpenDB uses db, a handle the caller opened and configured (pool sizes,
+// TLS, tracing), instead of opening one; Close leaves it open. dialect
+// names its database: "postgres" (also the driver names "postgresql",
+// "pgx", "pq") or "sqlite" (also "sqlite3"); for a *sqlx.DB x pass x.DB
+// and x.DriverName(). The schema must be current, as for Open.
+//
+// A Postgres handle may use any session time zone: every transaction sets
+// it to UTC for itself. A SQLite handle is used for reads and writes alike;
+// open it with a busy timeout and, for the modernc.org/sqlite driver,
+// _txlock=immediate (see docs/persistence.md).
+func OpenDB(ctx context.Context, db *sql.DB, dialect string) (*Store, error) {
+	s, err := borrow(ctx, db, dialect)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSchema(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// MigrateDB is Migrate on a handle the caller opened (see OpenDB); it
+// leaves db open.
+func MigrateDB(ctx context.Context, db *sql.DB, dialect string) error {
+	s, err := borrow(ctx, db, dialect)
+	if err != nil {
+		return err
+	}
+	return s.Migrate(ctx)
+}
+
+func borrow(ctx context.Context, db *sql.DB, name string) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("open database: nil handle")
+	}
+	d := dialectNamed(name)
+	if d == nil {
+		return nil, fmt.Errorf("open database: unknown dialect %q (want postgres or sqlite)", name)
+	}
+	s := &Store{d: d, db: db, rd: db, borrowed: true}
+	if err := s.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("open %s database: %w", d.name, err)
+	}
+	return s, nil
+}
+
+// KnownDialect reports whether OpenDB accepts the dialect name.
+func KnownDialect(name string) bool { return dialectNamed(name) != nil }
+
+func dialectNamed(name string) *dialect {
+	switch strings.ToLower(name) {
+	case "postgres", "postgresql", "pgx", "pq":
+		return postgres
+	case "sqlite", "sqlite3":
+		return sqlite
+	}
+	return nil
+}
+
+// beginTx begins a transaction on pool; on a borrowed Postgres handle it
+// first sets the transaction's time zone to UTC, which the timestamps of
+// the queries assume (Open sets it for the whole session).
+func (s *Store) beginTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions) (*sql.Tx, error) {
+	tx, err := pool.BeginTx(ctx, opts)
+	if err != nil || !s.borrowed || s.d != postgres {
+		return tx, err
+	}
+	if _, err := tx.ExecContext(ctx, "SET LOCAL TIME ZONE 'UTC'"); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
+}
+
+// Close closes the connection pools, but not a handle given to OpenDB.
 func (s *Store) Close() error {
+	if s.borrowed {
+		return nil
+	}
 	err := s.db.Close()
 	if s.rd != s.db {
 		err = errors.Join(err, s.rd.Close())

@@ -1,21 +1,37 @@
 package service
 
 import (
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/persist"
 )
 
 // Config configures a Service. The zero value of every field but RedisURL
-// is a usable default.
+// (or Redis) is a usable default.
 type Config struct {
 	// RedisURL is the primary store: "redis://host:port/db",
 	// "rediss://..." (TLS), or a cluster "redis+cluster://h1:p1,h2:p2".
 	RedisURL string
+	// Redis is an existing go-redis client (standalone, cluster, failover
+	// or ring of one shard), used instead of RedisURL with its options,
+	// hooks, TLS and tracing as configured. Close leaves it open.
+	Redis redis.UniversalClient
 	// DatabaseURL is where the write-behind persists everything:
 	// "postgres://..." or "sqlite:///path/file.db". Empty: no persistence
 	// (Redis holds everything and nothing expires).
 	DatabaseURL string
+	// DB is an existing database handle, used instead of DatabaseURL, of
+	// the database DBDialect names: "postgres" or "sqlite" (driver names
+	// such as "pgx" or "sqlite3" work too; for a *sqlx.DB x pass x.DB and
+	// x.DriverName()). Its schema must be migrated (MigrateDB). Close
+	// leaves it open. See persist.OpenDB.
+	DB        *sql.DB
+	DBDialect string
 	// Namespace prefixes every Redis key, so several deployments (or tests)
 	// share one Redis without seeing each other. It must not contain '{' or '}'.
 	Namespace string
@@ -63,8 +79,15 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.RedisURL == "" {
-		return c, fmt.Errorf("%w: Config.RedisURL: empty", ErrInvalidArgument)
+	switch {
+	case c.RedisURL == "" && c.Redis == nil:
+		return c, fmt.Errorf("%w: Config.RedisURL: empty (and no Config.Redis)", ErrInvalidArgument)
+	case c.RedisURL != "" && c.Redis != nil:
+		return c, fmt.Errorf("%w: Config.RedisURL and Config.Redis: set one", ErrInvalidArgument)
+	case c.DatabaseURL != "" && c.DB != nil:
+		return c, fmt.Errorf("%w: Config.DatabaseURL and Config.DB: set one", ErrInvalidArgument)
+	case c.DB != nil && !persist.KnownDialect(c.DBDialect):
+		return c, fmt.Errorf("%w: Config.DBDialect: %q (name the database of Config.DB: postgres or sqlite)", ErrInvalidArgument, c.DBDialect)
 	}
 	if c.TempTTL <= 0 {
 		c.TempTTL = time.Hour

@@ -7,6 +7,7 @@ package service
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 type Service struct {
 	cfg     Config
 	rdb     redis.UniversalClient
+	ownRDB  bool // opened from Config.RedisURL: Close closes it
 	cache   *cache.Store
 	loader  *loader.Loader
 	db      *persist.Store   // nil without a database
@@ -33,8 +35,9 @@ type Service struct {
 }
 
 // Open connects to Redis (and the database, whose schema must be migrated:
-// see Migrate), checks the deployment's key layout, loads the scripts and,
-// with a database, starts a flusher unless Config.DisableFlusher.
+// see Migrate), or uses the clients Config gives, checks the deployment's
+// key layout, loads the scripts and, with a database, starts a flusher
+// unless Config.DisableFlusher.
 func Open(ctx context.Context, cfg Config) (*Service, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -44,26 +47,33 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Config.Namespace: %v", ErrInvalidArgument, err)
 	}
-	rdb, err := cache.NewClient(cfg.RedisURL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: Config.RedisURL: %v", ErrInvalidArgument, err)
+	s := &Service{cfg: cfg, rdb: cfg.Redis}
+	if s.rdb == nil {
+		if s.rdb, err = cache.NewClient(cfg.RedisURL); err != nil {
+			return nil, fmt.Errorf("%w: Config.RedisURL: %v", ErrInvalidArgument, err)
+		}
+		s.ownRDB = true
 	}
-	s := &Service{cfg: cfg, rdb: rdb}
-	if err := s.checkLayout(ctx, keys); err != nil {
-		rdb.Close()
+	fail := func(err error) (*Service, error) {
+		s.closeRedis()
 		return nil, err
 	}
-	if err := cache.LoadScripts(ctx, rdb); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("load scripts: %w", err)
+	if err := s.checkLayout(ctx, keys); err != nil {
+		return fail(err)
 	}
-	if cfg.DatabaseURL != "" {
-		if s.db, err = persist.Open(ctx, cfg.DatabaseURL); err != nil {
-			rdb.Close()
-			return nil, fmt.Errorf("open database: %w", err)
-		}
+	if err := cache.LoadScripts(ctx, s.rdb); err != nil {
+		return fail(fmt.Errorf("load scripts: %w", err))
 	}
-	s.cache = cache.NewStore(rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL,
+	switch {
+	case cfg.DatabaseURL != "":
+		s.db, err = persist.Open(ctx, cfg.DatabaseURL)
+	case cfg.DB != nil:
+		s.db, err = persist.OpenDB(ctx, cfg.DB, cfg.DBDialect)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("open database: %w", err))
+	}
+	s.cache = cache.NewStore(s.rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL,
 		WaitReplicas: cfg.WaitReplicas, WaitTimeout: cfg.WaitTimeout})
 	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents})
 	if s.db != nil && !cfg.DisableFlusher {
@@ -91,6 +101,12 @@ func (s *Service) NewFlusher(logger *slog.Logger) *persist.Flusher {
 // to run from several processes at once.
 func Migrate(ctx context.Context, databaseURL string) error {
 	return persist.Migrate(ctx, databaseURL)
+}
+
+// MigrateDB is Migrate on an existing handle (see Config.DB); it leaves db
+// open.
+func MigrateDB(ctx context.Context, db *sql.DB, dialect string) error {
+	return persist.MigrateDB(ctx, db, dialect)
 }
 
 // checkLayout records the shard count of the deployment on first use and
@@ -162,8 +178,16 @@ func (s *Service) Close(ctx context.Context) error {
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
 	}
-	errs = append(errs, s.rdb.Close())
+	errs = append(errs, s.closeRedis())
 	return errors.Join(errs...)
+}
+
+// closeRedis closes the Redis client Open opened, not one given in Config.
+func (s *Service) closeRedis() error {
+	if !s.ownRDB {
+		return nil
+	}
+	return s.rdb.Close()
 }
 
 // Ready reports whether Redis answers and, with a database, whether the

@@ -36,6 +36,29 @@ func (f *storeFlags) config() service.Config {
 	return service.Config{RedisURL: f.redisURL, DatabaseURL: f.databaseURL, Namespace: f.namespace, Shards: f.shards}
 }
 
+// listFlag is a flag that may be given several times, each time one value
+// or several separated by commas.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// orEnvList is l, or when empty the comma-separated list in env.
+func orEnvList(l listFlag, env string) listFlag {
+	if len(l) == 0 {
+		l.Set(os.Getenv(env))
+	}
+	return l
+}
+
 func orEnv(v, env string) string {
 	if v != "" {
 		return v

@@ -25,7 +25,7 @@ Usage:
   adksession bench    [flags]                  load generator: append/get throughput and latency
 
 Run "adksession COMMAND --help" for the flags of a command. Flags fall back to the environment:
-  REDIS_URL, DATABASE_URL, ADDR, AUTH_TOKEN, ADKSESSION_NAMESPACE.
+  REDIS_URL, DATABASE_URL, ADDR, AUTH_TOKEN, ALLOW_ORIGINS, ALLOW_HOSTS, ADKSESSION_NAMESPACE.
 `
 
 // command is one subcommand: it parses its own flags and runs.

@@ -27,12 +27,20 @@ where both are. Otherwise it uses the Redis and database named.
 
 The first SIGINT/SIGTERM drains: the HTTP server stops taking requests and finishes those in
 flight, then the write-behind flushes what is pending (bounded by --shutdown-timeout) and the
-connections close. A second signal aborts at once.`
+connections close. A second signal aborts at once.
+
+Browsers: a request whose Origin is not the server's own (or an --allow-origin one) is refused,
+and over loopback the Host must be localhost or an IP address (or an --allow-host name), so
+that no web page can use the server. Without --auth-token it listens on loopback only, unless
+--no-auth is given.`
 
 // serveFlags are the flags of `adksession serve`.
 type serveFlags struct {
 	store             storeFlags
 	addr, authToken   string
+	noAuth            bool
+	allowOrigins      listFlag
+	allowHosts        listFlag
 	embeddedRedis     string
 	dbFile            string
 	migrate           bool
@@ -48,6 +56,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.store.register(fs)
 	fs.StringVar(&f.addr, "addr", "", "HTTP listen `address` (env ADDR; default 127.0.0.1:8080)")
 	fs.StringVar(&f.authToken, "auth-token", "", "require \"Authorization: Bearer `TOKEN`\" on the API, metrics and dashboard data (env AUTH_TOKEN)")
+	fs.BoolVar(&f.noAuth, "no-auth", false, "serve beyond loopback without --auth-token (and put the embedded Redis there): something in front must authenticate")
+	fs.Var(&f.allowOrigins, "allow-origin", "`origin` (https://app.example) whose web pages may call the API, with CORS; repeatable or comma-separated (env ALLOW_ORIGINS)")
+	fs.Var(&f.allowHosts, "allow-host", "host `name` the Host header may carry besides localhost and IP addresses; repeatable or comma-separated (env ALLOW_HOSTS)")
 	fs.StringVar(&f.embeddedRedis, "embedded-redis", "127.0.0.1:0", "listen `address` of the embedded Redis when no --redis is given (port 0: a free one)")
 	fs.StringVar(&f.dbFile, "db-file", defaultDBFile, "SQLite `file` of the embedded default when no --database is given")
 	fs.BoolVar(&f.migrate, "migrate", false, "migrate the database schema at start (always done for the embedded SQLite file)")
@@ -68,6 +79,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		f.addr = "127.0.0.1:8080"
 	}
 	f.authToken = orEnv(f.authToken, "AUTH_TOKEN")
+	f.allowOrigins = orEnvList(f.allowOrigins, "ALLOW_ORIGINS")
+	f.allowHosts = orEnvList(f.allowHosts, "ALLOW_HOSTS")
 	srv, err := startServer(ctx, f, stdout)
 	if err != nil {
 		return err
@@ -91,6 +104,13 @@ type server struct {
 // startServer opens the stores, starts the HTTP server and prints where
 // everything is.
 func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server, err error) {
+	guard := httpapi.Options{AllowedOrigins: f.allowOrigins, AllowedHosts: f.allowHosts}
+	if err := guard.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkExposure(ctx, f); err != nil {
+		return nil, err
+	}
 	s = &server{served: make(chan error, 1)}
 	defer func() {
 		if err != nil {
@@ -136,6 +156,8 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 		return nil, err
 	}
 	opt := httpapi.Options{
+		AllowedOrigins: f.allowOrigins,
+		AllowedHosts:   f.allowHosts,
 		AuthToken:      f.authToken,
 		MaxEventBytes:  f.maxEventBytes,
 		Redis:          s.rdb,
@@ -156,7 +178,11 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 	s.url = "http://" + ln.Addr().String()
 	s.http = &http.Server{Handler: httpapi.New(s.svc, opt), ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.served <- s.http.Serve(ln) }()
-	fmt.Fprintf(stdout, "http:     %s (dashboard at /, metrics at /metrics)\n", s.url)
+	auth := ""
+	if f.authToken == "" {
+		auth = ", no token"
+	}
+	fmt.Fprintf(stdout, "http:     %s (dashboard at /, metrics at /metrics%s)\n", s.url, auth)
 	return s, nil
 }
 

@@ -25,6 +25,9 @@ func call(t *testing.T, method, url string, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -116,4 +119,87 @@ func TestHelp(t *testing.T) {
 	require.Equal(t, 2, run([]string{"inspect", "only-one-arg"}, &out, &out))
 	out.Reset()
 	require.Equal(t, 2, run([]string{"serve", "--no-such-flag"}, &out, &out))
+}
+
+// TestServeRefusesPublicWithoutToken: beyond loopback, serve needs a token
+// or --no-auth, says so, and opens nothing before refusing; the embedded
+// Redis (no password) needs --no-auth. Loopback and the allowed variants
+// start.
+func TestServeRefusesPublicWithoutToken(t *testing.T) {
+	t.Parallel()
+	refused := []struct {
+		name string
+		set  func(f *serveFlags)
+		want string
+	}{
+		{"all interfaces", func(f *serveFlags) { f.addr = "0.0.0.0:0" }, "--auth-token"},
+		{"all interfaces, no host", func(f *serveFlags) { f.addr = ":0" }, "--no-auth"},
+		{"all interfaces, IPv6", func(f *serveFlags) { f.addr = "[::]:0" }, "without a token"},
+		{"embedded Redis on all interfaces, with a token", func(f *serveFlags) { f.authToken, f.embeddedRedis = "t", "0.0.0.0:0" }, "embedded Redis"},
+		{"bad allowed origin", func(f *serveFlags) { f.allowOrigins = listFlag{"*"} }, "allowed origin"},
+	}
+	for _, c := range refused {
+		dir := t.TempDir()
+		f := embeddedFlags(dir)
+		c.set(&f)
+		var out bytes.Buffer
+		_, err := startServer(context.Background(), f, &out)
+		require.ErrorContains(t, err, c.want, c.name)
+		require.NoFileExists(t, f.dbFile, "%s: the database was opened before refusing", c.name)
+		require.Empty(t, out.String(), c.name)
+	}
+
+	started := []struct {
+		name string
+		set  func(f *serveFlags)
+	}{
+		{"all interfaces with a token", func(f *serveFlags) { f.addr, f.authToken = "0.0.0.0:0", "t" }},
+		{"all interfaces with --no-auth", func(f *serveFlags) { f.addr, f.noAuth = "0.0.0.0:0", true }},
+		{"localhost", func(f *serveFlags) { f.addr = "localhost:0" }},
+		{"embedded Redis on all interfaces with --no-auth", func(f *serveFlags) { f.embeddedRedis, f.noAuth = "0.0.0.0:0", true }},
+	}
+	for _, c := range started {
+		f := embeddedFlags(t.TempDir())
+		c.set(&f)
+		var out bytes.Buffer
+		srv, err := startServer(context.Background(), f, &out)
+		require.NoError(t, err, c.name)
+		code, body := call(t, "GET", srv.url+"/readyz", "")
+		require.Equal(t, http.StatusOK, code, "%s: %s", c.name, body)
+		require.NoError(t, srv.shutdown(context.Background()), c.name)
+	}
+}
+
+// TestServeGuards: the flags reach the handler: a foreign Origin is 403, an
+// --allow-origin one passes, and so does a Host named by --allow-host.
+func TestServeGuards(t *testing.T) {
+	t.Parallel()
+	f := embeddedFlags(t.TempDir())
+	require.NoError(t, f.allowOrigins.Set("https://app.example, https://b.example"))
+	require.NoError(t, f.allowHosts.Set("sessions.internal"))
+	var out bytes.Buffer
+	srv, err := startServer(context.Background(), f, &out)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.shutdown(context.Background()) })
+	post := func(id, origin, host string) int {
+		req, err := http.NewRequest("POST", srv.url+"/apps/a/users/u/sessions/"+id, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusForbidden, post("s1", "https://evil.example", ""))
+	require.Equal(t, http.StatusOK, post("s2", "https://b.example", ""))
+	require.Equal(t, http.StatusForbidden, post("s3", "https://b.example", "evil.example"))
+	require.Equal(t, http.StatusOK, post("s4", "https://b.example", "sessions.internal:8080"))
+	for id, want := range map[string]int{"s1": http.StatusNotFound, "s2": http.StatusOK, "s3": http.StatusNotFound, "s4": http.StatusOK} {
+		code, body := call(t, "GET", srv.url+"/apps/a/users/u/sessions/"+id, "")
+		require.Equal(t, want, code, "%s: %s", id, body)
+	}
 }

@@ -344,6 +344,25 @@ func FreshDatabase(t testing.TB) string {
 	return freshDatabase(t, DatabaseURL(t))
 }
 
+// ExecSQLFile runs the statements of the file at path (fixture rows) on the database at dbURL.
+func ExecSQLFile(t testing.TB, dbURL, path string) {
+	t.Helper()
+	script, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	db, err := sql.Open("postgres", dbURL)
+	if err != nil {
+		t.Fatalf("testenv: opening %s: %v", dbURL, err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, string(script)); err != nil {
+		t.Fatalf("testenv: running %s: %v", path, err)
+	}
+}
+
 func freshDatabase(t testing.TB, base string) string {
 	t.Helper()
 	u, err := url.Parse(base)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
+	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
 )
 
@@ -33,13 +34,29 @@ func pointerField[T any](key string, field func(*session.Event) **T) extraField 
 		get: func(e *session.Event) (any, bool) { p := *field(e); return p, p != nil },
 		put: func(e *session.Event, raw json.RawMessage) error {
 			v := new(T)
-			if err := json.Unmarshal(raw, v); err != nil {
+			if err := unmarshalBytes(key, raw, v); err != nil {
 				return err
 			}
 			*field(e) = v
 			return nil
 		},
 	}
+}
+
+// unmarshalBytes decodes raw, the value of the event's API-form key key,
+// into v. genai's bytes fields decode standard base64 only; ADK Python
+// writes URL-safe base64, so a value that does not decode is decoded again
+// with its bytes in the standard alphabet.
+func unmarshalBytes(key string, raw json.RawMessage, v any) error {
+	err := json.Unmarshal(raw, v)
+	if err == nil {
+		return nil
+	}
+	std := persist.StandardBytes(key, raw)
+	if string(std) == string(raw) {
+		return err
+	}
+	return json.Unmarshal(std, v)
 }
 
 // valueField is a string or number field: the zero value is unset.
@@ -51,9 +68,10 @@ func valueField[T comparable](key string, field func(*session.Event) *T) extraFi
 	}
 }
 
-// extraFields are every field of adk-go v2.2.0's session.Event (and its
-// embedded model.LLMResponse) that service.Event has no field for. The
-// fields service.Event names are mapped in toService and fromService.
+// extraFields are the fields of adk-go v2.2.0's session.Event (and its
+// embedded model.LLMResponse) that service.Event has no field for and that
+// keep their adk-go JSON key. The fields service.Event names, Routes and
+// SessionResumptionHandle are mapped in toService and fromService.
 var extraFields = []extraField{
 	pointerField("citationMetadata", func(e *session.Event) **genai.CitationMetadata { return &e.CitationMetadata }),
 	pointerField("groundingMetadata", func(e *session.Event) **genai.GroundingMetadata { return &e.GroundingMetadata }),
@@ -62,20 +80,9 @@ var extraFields = []extraField{
 	pointerField("inputTranscription", func(e *session.Event) **genai.Transcription { return &e.InputTranscription }),
 	pointerField("outputTranscription", func(e *session.Event) **genai.Transcription { return &e.OutputTranscription }),
 	valueField("modelVersion", func(e *session.Event) *string { return &e.ModelVersion }),
-	valueField("sessionResumptionHandle", func(e *session.Event) *string { return &e.SessionResumptionHandle }),
 	valueField("finishReason", func(e *session.Event) *genai.FinishReason { return &e.FinishReason }),
 	valueField("avgLogprobs", func(e *session.Event) *float64 { return &e.AvgLogprobs }),
 	valueField("isolationScope", func(e *session.Event) *string { return &e.IsolationScope }),
-	{
-		// Routes: nil is unset; an empty, non-nil slice is stored as [] and
-		// read back empty.
-		key: "routes",
-		get: func(e *session.Event) (any, bool) { return e.Routes, e.Routes != nil },
-		put: func(e *session.Event, raw json.RawMessage) error {
-			e.Routes = []string{}
-			return json.Unmarshal(raw, &e.Routes)
-		},
-	},
 	pointerField("requestedInput", func(e *session.Event) **session.RequestInput { return &e.RequestedInput }),
 	{
 		// Output is any JSON value; it reads back as encoding/json decodes
@@ -85,7 +92,23 @@ var extraFields = []extraField{
 		get: func(e *session.Event) (any, bool) { return e.Output, e.Output != nil },
 		put: func(e *session.Event, raw json.RawMessage) error { return json.Unmarshal(raw, &e.Output) },
 	},
-	pointerField("nodeInfo", func(e *session.Event) **session.NodeInfo { return &e.NodeInfo }),
+	{
+		// NodeInfo: an all-zero NodeInfo reads back nil, as adk-go decodes
+		// it: ADK Python writes {"path": ""} on every event, and nil means
+		// the event is not a workflow node's.
+		key: "nodeInfo",
+		get: func(e *session.Event) (any, bool) { return e.NodeInfo, e.NodeInfo != nil },
+		put: func(e *session.Event, raw json.RawMessage) error {
+			var ni session.NodeInfo
+			if err := json.Unmarshal(raw, &ni); err != nil {
+				return err
+			}
+			if ni.Path != "" || ni.MessageAsOutput || len(ni.OutputFor) > 0 {
+				e.NodeInfo = &ni
+			}
+			return nil
+		},
+	},
 }
 
 // toService converts an adk-go event to adksession's, field by field;
@@ -138,12 +161,32 @@ func toService(e *session.Event) (*service.Event, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: event %s: %s: %v", service.ErrInvalidArgument, e.ID, f.key, err)
 		}
-		if out.Extra == nil {
-			out.Extra = make(map[string]json.RawMessage)
-		}
-		out.Extra[f.key] = b
+		out.Extra = setRaw(out.Extra, f.key, b)
+	}
+	// ADK Python's names for two of adk-go's fields: actions.route (a list
+	// of routes) and liveSessionResumptionUpdate.newHandle.
+	if e.Routes != nil {
+		b, _ := json.Marshal(e.Routes) // strings always encode
+		out.Actions.Extra = setRaw(out.Actions.Extra, routeKey, b)
+	}
+	if e.SessionResumptionHandle != "" {
+		b, _ := json.Marshal(map[string]string{"newHandle": e.SessionResumptionHandle})
+		out.Extra = setRaw(out.Extra, resumptionKey, b)
 	}
 	return out, nil
+}
+
+const (
+	routeKey      = "route"
+	resumptionKey = "liveSessionResumptionUpdate"
+)
+
+func setRaw(m map[string]json.RawMessage, k string, v json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		m = make(map[string]json.RawMessage)
+	}
+	m[k] = v
+	return m
 }
 
 // fromService converts a stored event to adk-go's. Extra keys adk-go has
@@ -176,7 +219,7 @@ func fromService(e *service.Event) (*session.Event, error) {
 	out.CustomMetadata = maps.Clone(e.CustomMetadata)
 	if len(e.Content) > 0 {
 		out.Content = new(genai.Content)
-		if err := json.Unmarshal(e.Content, out.Content); err != nil {
+		if err := unmarshalBytes("content", e.Content, out.Content); err != nil {
 			return nil, fmt.Errorf("event %s: content: %w", e.ID, err)
 		}
 	}
@@ -199,7 +242,48 @@ func fromService(e *service.Event) (*session.Event, error) {
 			return nil, fmt.Errorf("event %s: %s: %w", e.ID, f.key, err)
 		}
 	}
+	out.Routes = routes(e)
+	out.SessionResumptionHandle = resumptionHandle(e)
 	return out, nil
+}
+
+// routes reads actions.route: a list of strings or one string. A route
+// adk-go cannot hold (a number, a boolean) is not in its view; events
+// adksession stored before it used actions.route have "routes".
+func routes(e *service.Event) []string {
+	raw, ok := e.Actions.Extra[routeKey]
+	if !ok {
+		raw, ok = e.Extra["routes"]
+	}
+	if !ok {
+		return nil
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil && string(raw) != "null" {
+		if list == nil {
+			list = []string{}
+		}
+		return list
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}
+	}
+	return nil
+}
+
+// resumptionHandle reads liveSessionResumptionUpdate.newHandle (or the
+// "sessionResumptionHandle" of events stored before).
+func resumptionHandle(e *service.Event) string {
+	var upd struct {
+		NewHandle string `json:"newHandle"`
+	}
+	if raw, ok := e.Extra[resumptionKey]; ok && json.Unmarshal(raw, &upd) == nil {
+		return upd.NewHandle
+	}
+	var h string
+	json.Unmarshal(e.Extra["sessionResumptionHandle"], &h)
+	return h
 }
 
 func nilIfEmpty[M ~map[K]V, K comparable, V any](m M) M {

@@ -1,6 +1,7 @@
 package adkgo
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -113,14 +114,15 @@ func TestConvertFullEventIsLossless(t *testing.T) {
 	require.Equal(t, want, got)
 
 	// The stored JSON uses ADK's API keys: adk-go's own JSON names, genai's
-	// for content.
+	// for content, ADK Python's where adk-go names a field differently.
 	for _, k := range []string{"content", "citationMetadata", "groundingMetadata", "usageMetadata", "customMetadata",
 		"logprobsResult", "inputTranscription", "outputTranscription", "modelVersion", "partial", "turnComplete",
-		"interrupted", "sessionResumptionHandle", "errorCode", "errorMessage", "finishReason", "avgLogprobs", "id",
-		"timestamp", "invocationId", "branch", "isolationScope", "author", "actions", "longRunningToolIds", "routes",
+		"interrupted", "liveSessionResumptionUpdate", "errorCode", "errorMessage", "finishReason", "avgLogprobs", "id",
+		"timestamp", "invocationId", "branch", "isolationScope", "author", "actions", "longRunningToolIds",
 		"requestedInput", "output", "nodeInfo"} {
 		require.Contains(t, top, k)
 	}
+	require.JSONEq(t, `{"newHandle":"resume-1"}`, string(top["liveSessionResumptionUpdate"]))
 	require.JSONEq(t, `{"role":"model","parts":[
 		{"text":"hello","thought":true,"thoughtSignature":"AQID"},
 		{"functionCall":{"id":"call-1","name":"lookup","args":{"q":"x","n":2}}},
@@ -130,6 +132,7 @@ func TestConvertFullEventIsLossless(t *testing.T) {
 	require.NoError(t, json.Unmarshal(top["actions"], &actions))
 	require.JSONEq(t, `{"call-1":{"hint":"ok?","confirmed":true,"payload":{"amount":10}}}`, string(actions["requestedToolConfirmations"]))
 	require.JSONEq(t, `{"k":"v","user:u":1,"app:a":true,"gone":null}`, string(actions["stateDelta"]))
+	require.JSONEq(t, `["approve","notify"]`, string(actions["route"]))
 	require.JSONEq(t, `{"path":"wf/step@1","messageAsOutput":true,"outputFor":["wf/step@1","wf"]}`, string(top["nodeInfo"]))
 }
 
@@ -155,8 +158,14 @@ func TestConvertNilAndEmpty(t *testing.T) {
 			Routes:             []string{},
 			RequestedInput:     &session.RequestInput{},
 			Output:             "",
-			NodeInfo:           &session.NodeInfo{},
 		}},
+		{
+			// An all-zero NodeInfo is no workflow node's (adk-go decodes it
+			// as nil too): ADK Python writes {"path": ""} on every event.
+			name: "empty node info reads back nil",
+			in:   &session.Event{ID: "e", Timestamp: ts, NodeInfo: &session.NodeInfo{}},
+			want: &session.Event{ID: "e", Timestamp: ts},
+		},
 		{name: "output zero number", in: &session.Event{ID: "e", Timestamp: ts, Output: 0.0}},
 		{name: "output empty map", in: &session.Event{ID: "e", Timestamp: ts, Output: map[string]any{}}},
 		{
@@ -185,4 +194,36 @@ func TestConvertRefusesWhatJSONCannotHold(t *testing.T) {
 	_, err := toService(&session.Event{ID: "e", Output: func() {}})
 	require.ErrorIs(t, err, service.ErrInvalidArgument)
 	require.ErrorContains(t, err, "output")
+}
+
+// TestConvertReadsPythonEvents: events as ADK Python answers them (bytes in
+// URL-safe base64 without or with padding, its names for routes and the
+// resumption handle) convert to adk-go's.
+func TestConvertReadsPythonEvents(t *testing.T) {
+	var ev service.Event
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"e","author":"a","timestamp":1.5,
+		"content":{"role":"model","parts":[{"inlineData":{"data":"iVBORw0KGgr7_z4__77v","mimeType":"image/png"}},
+			{"text":"t","thoughtSignature":"-_8"},{"functionResponse":{"name":"f","parts":[{"inlineData":{"data":"_w=="}}]}}]},
+		"groundingMetadata":{"searchEntryPoint":{"sdkBlob":"-w"}},
+		"nodeInfo":{"path":""},"liveSessionResumptionUpdate":{"newHandle":"h","resumable":true},
+		"actions":{"route":"approve"}}`), &ev))
+	got, err := fromService(&ev)
+	require.NoError(t, err)
+	png, err := base64.URLEncoding.DecodeString("iVBORw0KGgr7_z4__77v")
+	require.NoError(t, err)
+	require.Equal(t, png, got.Content.Parts[0].InlineData.Data)
+	require.Equal(t, []byte{0xfb, 0xff}, got.Content.Parts[1].ThoughtSignature)
+	require.Equal(t, []byte{0xff}, got.Content.Parts[2].FunctionResponse.Parts[0].InlineData.Data)
+	require.Equal(t, []byte{0xfb}, got.GroundingMetadata.SearchEntryPoint.SDKBlob)
+	require.Nil(t, got.NodeInfo)
+	require.Equal(t, "h", got.SessionResumptionHandle)
+	require.Equal(t, []string{"approve"}, got.Routes)
+
+	// Events adksession stored before these names were shared.
+	var old service.Event
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"e","author":"a","timestamp":1.5,"routes":["x"],"sessionResumptionHandle":"h0"}`), &old))
+	got, err = fromService(&old)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, got.Routes)
+	require.Equal(t, "h0", got.SessionResumptionHandle)
 }

@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -283,6 +285,7 @@ func TestBadInput(t *testing.T) {
 		}{
 			{"bad JSON", "POST", base + "/b/events", `{"author":`, http.StatusBadRequest},
 			{"two values", "POST", base + "/b2", `{} {}`, http.StatusBadRequest},
+			{"a closing bracket after the value", "POST", base + "/b/events", `{"author":"a"}]`, http.StatusBadRequest},
 			{"state not an object", "POST", base + "/b3", `[1,2]`, http.StatusBadRequest},
 			{"id too long", "POST", base + "/" + strings.Repeat("x", 129), nil, http.StatusBadRequest},
 			{"body over the limit", "POST", base + "/b/events", `{"author":"` + strings.Repeat("x", 4096+64<<10) + `"}`, http.StatusRequestEntityTooLarge},
@@ -362,5 +365,78 @@ func TestRewind(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, s.do(t, "POST", base+"/rw/rewind", map[string]any{"beforeInvocationId": "nope"}).code)
 		require.Equal(t, http.StatusNotFound, s.do(t, "POST", base+"/ghost/rewind", map[string]any{"beforeInvocationId": "i1"}).code)
 		require.Equal(t, http.StatusBadRequest, s.do(t, "POST", base+"/rw/rewind", map[string]any{}).code)
+	})
+}
+
+// TestRewindADKBody: ADK's body, snake_case or camelCase, rewinds and
+// answers the session, as ADK's api_server.
+func TestRewindADKBody(t *testing.T) {
+	eachBackend(t, func(t *testing.T, redisURL string) {
+		s := newAPIServer(t, redisURL, httpapi.Options{})
+		for n, body := range []map[string]any{
+			{"rewind_before_invocation_id": "i2"},
+			{"rewindBeforeInvocationId": "i2"},
+			{"rewind_before_invocation_id": "i2", "beforeInvocationId": "i2"},
+		} {
+			sid := fmt.Sprint("adk-rw-", n)
+			require.Equal(t, http.StatusOK, s.do(t, "POST", base+"/"+sid, map[string]any{"keep": "created"}).code)
+			for i, inv := range []string{"i1", "i2"} {
+				r := s.do(t, "POST", base+"/"+sid+"/events", map[string]any{"author": "agent", "invocationId": inv,
+					"actions": map[string]any{"stateDelta": map[string]any{"n": i, inv: true}}})
+				require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+			}
+			r := s.do(t, "POST", base+"/"+sid+"/rewind", body)
+			require.Equal(t, http.StatusOK, r.code, "%v: %s", body, r.body)
+			var sess sessionJSON
+			r.json(t, &sess)
+			require.Equal(t, sid, sess.ID, "%v", body)
+			require.Equal(t, map[string]any{"keep": "created", "n": float64(0), "i1": true, "i2": nil}, sess.State, "%v", body)
+			require.Len(t, sess.Events, 3, "%v", body)
+			var last struct {
+				Author  string
+				Actions struct{ RewindBeforeInvocationID string }
+			}
+			require.NoError(t, json.Unmarshal(sess.Events[2], &last))
+			require.Equal(t, "user", last.Author)
+			require.Equal(t, "i2", last.Actions.RewindBeforeInvocationID, "%v", body)
+			require.Equal(t, r.header.Get("ETag"), s.do(t, "GET", base+"/"+sid, nil).header.Get("ETag"))
+		}
+		r := s.do(t, "POST", base+"/nobody/rewind", map[string]any{"rewind_before_invocation_id": "i1", "beforeInvocationId": "i2"})
+		require.Equal(t, http.StatusBadRequest, r.code)
+		require.Contains(t, r.errorMessage(t), "differ")
+		require.Equal(t, http.StatusNotFound, s.do(t, "POST", base+"/ghost/rewind", map[string]any{"rewindBeforeInvocationId": "i1"}).code)
+	})
+}
+
+// TestCreateWithEvents: POST .../sessions with ADK's CreateSessionRequest
+// appends its events in order (a partial one is not stored, as ADK's
+// append_event) and answers the session with them, as given.
+func TestCreateWithEvents(t *testing.T) {
+	raw, err := os.ReadFile("../../persist/testdata/adk-python/api_answers.json")
+	require.NoError(t, err)
+	var answers map[string]struct {
+		API struct{ Events []json.RawMessage } `json:"api_server"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &answers))
+	events := answers["py-u1/s-a"].API.Events
+	eachBackend(t, func(t *testing.T, redisURL string) {
+		s := newAPIServer(t, redisURL, httpapi.Options{})
+		partial := json.RawMessage(`{"author":"agent","invocationId":"inv-x","partial":true,"content":{"parts":[{"text":"stre"}]}}`)
+		body := map[string]any{"session_id": "with-events", "state": map[string]any{"s": 1},
+			"events": []json.RawMessage{events[0], events[1], partial, events[2], events[3]}}
+		r := s.do(t, "POST", base, body)
+		require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+		for _, got := range []response{r, s.do(t, "GET", base+"/with-events", nil)} {
+			var sess sessionJSON
+			got.json(t, &sess)
+			require.Equal(t, "with-events", sess.ID)
+			require.Len(t, sess.Events, 4)
+			for i, want := range [][]byte{events[0], events[1], events[2], events[3]} {
+				require.JSONEq(t, string(want), string(sess.Events[i]))
+			}
+			require.Equal(t, float64(1), sess.State["s"])
+			require.Equal(t, float64(1), sess.State["turns"])
+			require.Equal(t, "Paris", sess.State["user:last_city"])
+		}
 	})
 }

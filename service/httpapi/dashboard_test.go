@@ -17,6 +17,23 @@ import (
 	"github.com/adksession/adksession/service/httpapi"
 )
 
+// newBrowser starts a headless Chromium, stopped when the test ends. The
+// first chromedp.Do on it starts it and must not carry a timeout (it would
+// stop the browser); give each later step one.
+func newBrowser(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.WindowSize(1400, 1000),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	browser, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	return browser
+}
+
 // TestDashboardInChromium loads the dashboard in a real headless Chromium
 // against a server with sessions, and checks what it shows: the overview
 // numbers, the list of sessions, one session's state and events (a
@@ -44,17 +61,7 @@ func TestDashboardInChromium(t *testing.T) {
 	r := s.do(t, "POST", "/apps/shop/users/alice/sessions/dash-2/rewind", map[string]any{"beforeInvocationId": "undone"})
 	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.WindowSize(1400, 1000),
-	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	browser, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	// The first Do starts the browser and must not carry the timeout (it
-	// would stop the browser); each later step gets one.
+	browser := newBrowser(t, chromium)
 	require.NoError(t, chromedp.Do(browser, chromedp.Navigate(s.URL+"/")))
 	text := func(sel string) string {
 		t.Helper()

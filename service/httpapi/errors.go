@@ -31,8 +31,11 @@ func status(err error) (code int, kind string) {
 	var netErr net.Error
 	switch {
 	case errors.As(err, &he):
-		if he.status == http.StatusNotImplemented {
+		switch he.status {
+		case http.StatusNotImplemented:
 			return he.status, "not_implemented"
+		case http.StatusUnsupportedMediaType:
+			return he.status, "unsupported_media_type"
 		}
 		return he.status, "invalid"
 	case errors.As(err, &tooBig):
@@ -60,7 +63,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
 }
 
-// writeJSON answers v as JSON.
+// writeJSON answers v as JSON (nosniff: never to be read as a script).
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -68,6 +71,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 		b = []byte(`{"error":"encode response"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	w.Write(append(b, '\n'))
 }

@@ -63,34 +63,3 @@ func wantRevision(r *http.Request) (time.Time, bool, error) {
 	}
 	return time.Time{}, false, nil
 }
-
-// rewind: POST .../sessions/{id}/rewind, body {"beforeInvocationId": X}:
-// appends a rewind event restoring the session state to just before
-// invocation X (service.Rewind), and answers it with the session's new
-// revision as ETag. An unknown invocation is 404.
-func (h *Handler) rewind(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		BeforeInvocationID  string `json:"beforeInvocationId"`
-		BeforeInvocationID2 string `json:"before_invocation_id"`
-	}
-	if _, err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	if req.BeforeInvocationID == "" {
-		req.BeforeInvocationID = req.BeforeInvocationID2
-	}
-	if req.BeforeInvocationID == "" {
-		return badRequest("request body: beforeInvocationId is required")
-	}
-	ev, err := h.svc.Rewind(r.Context(), &service.RewindRequest{
-		AppName: r.PathValue("app"), UserID: r.PathValue("user"), SessionID: r.PathValue("id"), BeforeInvocationID: req.BeforeInvocationID,
-	})
-	if err != nil {
-		return err
-	}
-	h.metrics.appends.Inc()
-	h.metrics.appendRate.add(time.Now())
-	w.Header().Set("ETag", etag(ev.Timestamp))
-	writeJSON(w, http.StatusOK, ev)
-	return nil
-}

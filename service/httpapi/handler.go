@@ -8,8 +8,11 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,11 +60,51 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Logger logs internal errors (default slog.Default()).
 	Logger *slog.Logger
+	// AllowedOrigins are origins ("https://app.example": scheme, host and
+	// port if not the default) besides the server's own whose pages may
+	// call the API from a browser: their requests pass the Origin check and
+	// get CORS headers. A request with any other Origin is 403. No wildcard.
+	AllowedOrigins []string
+	// AllowedHosts are host names (no port) the Host header may name besides
+	// localhost and IP addresses. A request that arrives over loopback must
+	// name one of those; when AllowedHosts is set, every request must.
+	// Otherwise 403 (the guard against DNS rebinding).
+	AllowedHosts []string
+}
+
+// Validate checks AllowedOrigins and AllowedHosts; New panics on what it
+// refuses, so check options from configuration with it first.
+func (o Options) Validate() error {
+	_, _, err := o.allowed()
+	return err
+}
+
+// allowed is AllowedOrigins and AllowedHosts as sets, normalized.
+func (o Options) allowed() (origins, hosts map[string]bool, err error) {
+	origins, hosts = map[string]bool{}, map[string]bool{}
+	for _, s := range o.AllowedOrigins {
+		n, err := normalizeOrigin(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("allowed origin: %w", err)
+		}
+		origins[n] = true
+	}
+	for _, s := range o.AllowedHosts {
+		n := strings.ToLower(s)
+		if n == "" || hostName(n) != n || strings.ContainsAny(n, "/[]@ ") {
+			return nil, nil, fmt.Errorf("allowed host %q: want a host name without port", s)
+		}
+		hosts[n] = true
+	}
+	return origins, hosts, nil
 }
 
 // Handler is the HTTP API, metrics, probes and dashboard of one service.
 // It is safe for concurrent use.
 type Handler struct {
+	// origins and hosts are Options.AllowedOrigins and AllowedHosts, normalized.
+	origins, hosts map[string]bool
+
 	svc     *service.Service
 	opt     Options
 	mux     *http.ServeMux
@@ -71,8 +114,12 @@ type Handler struct {
 	log     *slog.Logger
 }
 
-// New returns the handler of svc.
+// New returns the handler of svc. It panics when opt.Validate fails.
 func New(svc *service.Service, opt Options) *Handler {
+	origins, hosts, err := opt.allowed()
+	if err != nil {
+		panic("httpapi.New: " + err.Error())
+	}
 	if opt.MaxEventBytes <= 0 {
 		opt.MaxEventBytes = 1 << 20
 	}
@@ -83,7 +130,7 @@ func New(svc *service.Service, opt Options) *Handler {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	h := &Handler{svc: svc, opt: opt, mux: http.NewServeMux(), recent: newRecentSessions(50), log: opt.Logger}
+	h := &Handler{svc: svc, opt: opt, mux: http.NewServeMux(), recent: newRecentSessions(50), log: opt.Logger, origins: origins, hosts: hosts}
 	h.metrics = newMetrics(opt.Registry)
 	opt.Registry.MustRegister(svc.Metrics())
 	h.routes()
@@ -93,8 +140,33 @@ func New(svc *service.Service, opt Options) *Handler {
 // Registry is the registry /metrics serves.
 func (h *Handler) Registry() *prometheus.Registry { return h.opt.Registry }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: the guard (Host and Origin checks),
+// then the route. A path with an empty, "." or ".." segment is 404:
+// http.ServeMux would redirect it to the cleaned path, where a POST to
+// .../sessions//events would create a session named "events". Ids that
+// are "." or ".." are sent escaped (%2E).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.guard(w, r) {
+		return
+	}
+	if p := r.URL.EscapedPath(); p != cleanPath(p) {
+		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+p+": empty, . or .. path segment")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// cleanPath is p as http.ServeMux cleans it (a trailing slash stays).
+func cleanPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
 
 func (h *Handler) routes() {
 	const s = "/apps/{app}/users/{user}/sessions"

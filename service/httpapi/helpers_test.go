@@ -82,7 +82,8 @@ func (r response) errorMessage(t *testing.T) string {
 	return e.Error
 }
 
-// do sends a request; body is JSON-encoded unless it is a string or []byte.
+// do sends a request; body is JSON-encoded unless it is a string or []byte,
+// and sent as application/json unless header names another Content-Type.
 func (s *apiServer) do(t *testing.T, method, path string, body any, header ...string) response {
 	t.Helper()
 	var rd io.Reader
@@ -99,12 +100,21 @@ func (s *apiServer) do(t *testing.T, method, path string, body any, header ...st
 	}
 	req, err := http.NewRequest(method, s.URL+path, rd)
 	require.NoError(t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	return send(t, req)
+}
+
+// send sends req as it is and reads the answer.
+func send(t *testing.T, req *http.Request) response {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

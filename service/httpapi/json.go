@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/adksession/adksession/service"
 )
@@ -84,21 +86,30 @@ func queryInt(r *http.Request, name string) (int, error) {
 }
 
 // decodeBody decodes a JSON body into v; an empty body leaves v as it is.
+// A body that is not UTF-8 (RFC 8259) is refused: decoding would replace
+// its invalid bytes in strings with U+FFFD.
 func decodeBody(r *http.Request, v any) (empty bool, err error) {
-	dec := json.NewDecoder(r.Body)
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
 		var tooBig *http.MaxBytesError
-		switch {
-		case errors.Is(err, io.EOF):
-			return true, nil
-		case errors.As(err, &tooBig):
+		if errors.As(err, &tooBig) {
 			return false, err
 		}
 		return false, badRequest("request body: " + err.Error())
 	}
-	if dec.More() {
-		return false, badRequest("request body: more than one JSON value")
+	if !utf8.Valid(body) {
+		return false, badRequest("request body: not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		return false, badRequest("request body: " + err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return false, badRequest("request body: data after the JSON value")
 	}
 	return false, nil
 }

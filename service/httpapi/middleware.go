@@ -29,8 +29,9 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 	})
 }
 
-// instrument runs an API handler: it limits the request body, answers its
-// error as JSON, and records the request's duration and outcome.
+// instrument runs an API handler: it limits the request body, refuses one
+// that is not JSON (checkMediaType), answers its error as JSON, and records
+// the request's duration and outcome.
 func (h *Handler) instrument(route string, fn func(http.ResponseWriter, *http.Request) error) http.Handler {
 	limit := int64(h.opt.MaxEventBytes) + 64<<10
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +39,11 @@ func (h *Handler) instrument(route string, fn func(http.ResponseWriter, *http.Re
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		code := 0
-		if err := fn(sw, r); err != nil {
+		err := checkMediaType(r)
+		if err == nil {
+			err = fn(sw, r)
+		}
+		if err != nil {
 			var kind string
 			code, kind = status(err)
 			h.metrics.errors.WithLabelValues(route, kind).Inc()

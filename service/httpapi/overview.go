@@ -85,7 +85,8 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 	if h.opt.FlushStats != nil {
 		f := &flushJSON{}
 		if s, err := h.opt.FlushStats(ctx); err != nil {
-			f.Error = err.Error()
+			h.log.Warn("adksession dashboard: flush stats", "err", err)
+			f.Error = "flush stats unavailable (see the server log)"
 		} else {
 			f.LagSeconds, f.Backlog, f.DeadLetters = s.Lag.Seconds(), s.Backlog, s.DeadLetters
 		}
@@ -100,7 +101,8 @@ func (h *Handler) redisMemory(ctx context.Context) redisJSON {
 	info, err := h.opt.Redis.Info(ctx, "memory").Result()
 	if err != nil {
 		h.metrics.errors.WithLabelValues("overview", "redis").Inc()
-		return redisJSON{Error: err.Error()}
+		h.log.Warn("adksession dashboard: redis INFO memory", "err", err)
+		return redisJSON{Error: "redis unavailable (see the server log)"}
 	}
 	var out redisJSON
 	sc := bufio.NewScanner(strings.NewReader(info))

@@ -1,0 +1,226 @@
+package loader
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/persist"
+)
+
+// Listed is one session of a listing: its meta and merged-scope state (no
+// events).
+type Listed struct {
+	User, SID string
+	Snap      *cache.Snapshot
+}
+
+// ListUser returns a page of a user's sessions, newest update first. With a
+// database it first puts back what Redis lost of the user (state, session
+// index); sessions Redis no longer holds are read from the database, one
+// query per page, and not put back (no events are loaded).
+func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit int) ([]Listed, string, error) {
+	if l.opts.DB != nil {
+		cached, complete, err := l.cache.UserIndexState(ctx, app, user)
+		if err != nil {
+			return nil, "", err
+		}
+		switch {
+		case !cached:
+			err = l.hydrateUser(ctx, app, user)
+		case !complete:
+			err = l.completeUserIndex(ctx, app, user)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	items, next, err := l.cache.ListUser(ctx, app, user, token, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := l.fill(ctx, app, items, nil)
+	return out, next, err
+}
+
+// ListApp returns a page of the sessions of every user of app, in (user,
+// session id) byte order. With a database, the database lists what it has
+// and Redis's app index the sessions whose create is not flushed yet; the
+// page is the merge of the two (a session in both is listed once, from Redis).
+func (l *Loader) ListApp(ctx context.Context, app, token string, limit int) ([]Listed, string, error) {
+	after, err := cache.DecodeAppToken(token)
+	if err != nil {
+		return nil, "", err
+	}
+	// Redis first, then the database: a session flushed in between (and so
+	// removed from the app index) is in the database by then.
+	keys, err := l.cache.AppIndexRange(ctx, app, after, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	var db *persist.Listing
+	if l.opts.DB != nil {
+		var from persist.SessionKey // zero: the first page
+		if after.User != "" {
+			from = persist.SessionKey{AppName: app, UserID: after.User, SessionID: after.SID}
+		}
+		if db, err = l.opts.DB.ListSessions(ctx, app, from, limit+1); err != nil {
+			return nil, "", fmt.Errorf("list sessions of app %s in the database: %w", app, err)
+		}
+		keys = mergeKeys(keys, db.Sessions)
+	}
+	next := ""
+	if len(keys) > limit {
+		keys = keys[:limit]
+		next = cache.AppToken(keys[limit-1])
+	}
+	out, err := l.fill(ctx, app, keys, db)
+	return out, next, err
+}
+
+// mergeKeys merges keys of Redis's app index and of database rows, both in
+// byte order, into one ordered list without duplicates.
+func mergeKeys(a []cache.ListItem, rows []persist.SessionSummary) []cache.ListItem {
+	out := make([]cache.ListItem, 0, len(a)+len(rows))
+	i, j := 0, 0
+	for i < len(a) || j < len(rows) {
+		if j == len(rows) {
+			out = append(out, a[i])
+			i++
+			continue
+		}
+		b := cache.ListItem{User: rows[j].Key.UserID, SID: rows[j].Key.SessionID}
+		c := 1
+		if i < len(a) {
+			if c = strings.Compare(a[i].User, b.User); c == 0 {
+				c = strings.Compare(a[i].SID, b.SID)
+			}
+		}
+		switch {
+		case c < 0:
+			out = append(out, a[i])
+			i++
+		case c == 0:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		default:
+			out = append(out, b)
+			j++
+		}
+	}
+	return out
+}
+
+// fill reads the sessions of items: from Redis (one pipeline), else from
+// what the database already returned (have, may be nil), else from the
+// database in one query. Deleted sessions, and those neither store has, are
+// left out; the others keep their order.
+func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, have *persist.Listing) ([]Listed, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	r, err := l.cache.ReadListed(ctx, app, items)
+	if err != nil {
+		return nil, err
+	}
+	rows := map[persist.SessionKey]*persist.SessionSummary{}
+	users := r.Users // Redis's user state is the current one; the database's fills in
+	add := func(db *persist.Listing) {
+		for i := range db.Sessions {
+			rows[db.Sessions[i].Key] = &db.Sessions[i]
+		}
+		for u, st := range db.Users {
+			if _, ok := users[u]; !ok {
+				users[u] = rawStrings(st)
+			}
+		}
+	}
+	if have != nil {
+		add(have)
+	}
+	var need []persist.SessionKey
+	for i, it := range items {
+		k := persist.SessionKey{AppName: app, UserID: it.User, SessionID: it.SID}
+		_, haveUser := users[it.User]
+		if !r.Deleted[i] && (r.Sessions[i] == nil && rows[k] == nil || !haveUser) {
+			need = append(need, k)
+		}
+	}
+	if len(need) > 0 && l.opts.DB != nil {
+		got, err := l.opts.DB.ReadSessions(ctx, app, need)
+		if err != nil {
+			return nil, fmt.Errorf("read listed sessions from the database: %w", err)
+		}
+		add(got)
+	}
+	appState := r.App
+	if !r.AppCached && l.opts.DB != nil {
+		if err := persist.HydrateAppState(ctx, l.opts.DB, l.cache, app); err != nil {
+			return nil, err
+		}
+		if appState, err = l.cache.AppState(ctx, app); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Listed, 0, len(items))
+	for i, it := range items {
+		snap := r.Sessions[i]
+		if r.Deleted[i] {
+			continue
+		}
+		if snap == nil {
+			row := rows[persist.SessionKey{AppName: app, UserID: it.User, SessionID: it.SID}]
+			if row == nil {
+				continue // deleted meanwhile
+			}
+			snap = &cache.Snapshot{Incarnation: row.Incarnation, CreateTime: row.CreateTime.UnixMicro(),
+				UpdateTime: row.UpdateTime.UnixMicro(), Rev: row.Rev, State: rawStrings(row.State)}
+		}
+		snap.User, snap.App = users[it.User], appState
+		if snap.User == nil {
+			snap.User = map[string]string{}
+		}
+		out = append(out, Listed{User: it.User, SID: it.SID, Snap: snap})
+	}
+	return out, nil
+}
+
+func rawStrings[V ~[]byte](m map[string]V) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = string(v)
+	}
+	return out
+}
+
+// completeUserIndex puts back a user's session index that Redis lost (or
+// never had): the sessions the database has and those whose create is not
+// flushed yet (in the app index), marked complete. Without a database the
+// index is never lost (nothing expires).
+func (l *Loader) completeUserIndex(ctx context.Context, app, user string) error {
+	if l.opts.DB == nil {
+		return nil
+	}
+	if _, complete, err := l.cache.UserIndexState(ctx, app, user); err != nil || complete {
+		return err
+	}
+	// Redis first, then the database: a create flushed in between is in
+	// the database by then.
+	unflushed, err := l.cache.UnflushedSessions(ctx, app, user)
+	if err != nil {
+		return err
+	}
+	times, err := l.opts.DB.SessionTimes(ctx, app, user)
+	if err != nil {
+		return fmt.Errorf("list sessions of user %s in the database: %w", user, err)
+	}
+	entries := make([]cache.IndexEntry, 0, len(times)+len(unflushed))
+	for _, t := range times {
+		entries = append(entries, cache.IndexEntry{SID: t.SessionID, Stored: true, UpdateTime: t.UpdateTime.UnixMicro()})
+	}
+	for _, sid := range unflushed {
+		entries = append(entries, cache.IndexEntry{SID: sid})
+	}
+	return l.cache.RebuildUserIndex(ctx, app, user, entries, l.opts.CacheTTL)
+}

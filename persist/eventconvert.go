@@ -1,0 +1,233 @@
+package persist
+
+import (
+	"strings"
+)
+
+// direction is the form a conversion writes.
+type direction bool
+
+const (
+	toStorage direction = true  // snake_case field names: event_data
+	toAPI     direction = false // camelCase aliases: ADK's api_server
+)
+
+// key returns the field's key in the form dir.
+func (f *field) key(dir direction) string {
+	if dir == toStorage {
+		return f.storage
+	}
+	return f.api
+}
+
+// convert writes v, a valid JSON value of model m, in the form dir. A value
+// that is not an object is kept as given.
+func (m *model) convert(v []byte, dir direction) []byte {
+	in, ok := objectMembers(v)
+	if !ok {
+		return v
+	}
+	out, _ := m.convertMembers(in, dir)
+	return writeObject(out)
+}
+
+// convertMembers converts the members of an object of model m. Members
+// whose value is null are dropped (model_dump(exclude_none=True)). Keys m
+// does not list follow m.extra; stashed returns those of a stashExtra
+// model written to storage. When two keys name one field (say
+// "function_call" and "functionCall"), the alias wins, as pydantic reads it
+// first.
+func (m *model) convertMembers(in []member, dir direction) (out, stashed []member) {
+	out = make([]member, 0, len(in))
+	for _, mb := range in {
+		if isNull(mb.val) {
+			continue
+		}
+		key, val, isAlias := mb.key, mb.val, false
+		if f := m.keys[mb.key]; f != nil {
+			key, val, isAlias = f.key(dir), f.convert(mb.val, dir), mb.key == f.api
+		} else {
+			switch {
+			case m.extra == keepExtra:
+			case m.extra == stashExtra && dir == toStorage:
+				stashed = append(stashed, mb)
+				continue
+			case dir == toStorage:
+				key, isAlias = snake(mb.key), snake(mb.key) != mb.key
+			default:
+				key, isAlias = camel(mb.key), true
+			}
+		}
+		if i := memberIndex(out, key); i >= 0 {
+			if isAlias {
+				out[i].val = val
+			}
+			continue
+		}
+		out = append(out, member{key, val})
+	}
+	return out, stashed
+}
+
+// convert writes v, the value of field f, in the form dir.
+func (f *field) convert(v []byte, dir direction) []byte {
+	switch f.kind {
+	case kindBytes:
+		if dir == toStorage {
+			return rebase64(v, urlSafe)
+		}
+	case kindScheme:
+		return authScheme(v, dir)
+	}
+	return f.eachObject(v, func(m *model, obj []byte) []byte { return m.convert(obj, dir) })
+}
+
+// eachObject applies fn to the objects of model f.model that v, the value
+// of f, holds: v itself, the elements of a list, the values of a map. A
+// value of another field, or not of the field's shape, is kept as given.
+func (f *field) eachObject(v []byte, fn func(m *model, obj []byte) []byte) []byte {
+	switch f.kind {
+	case kindModel:
+		return fn(f.model, v)
+	case kindModelList:
+		elems, ok := arrayElements(v)
+		if !ok {
+			return v
+		}
+		for i, e := range elems {
+			elems[i] = fn(f.model, e)
+		}
+		return writeArray(elems)
+	case kindModelMap:
+		ms, ok := objectMembers(v)
+		if !ok {
+			return v
+		}
+		for i := range ms {
+			ms[i].val = fn(f.model, ms[i].val)
+		}
+		return writeObject(ms)
+	}
+	return v
+}
+
+// alphabet is a base64 alphabet.
+type alphabet bool
+
+const (
+	urlSafe  alphabet = true  // RFC 4648 §5 ('-', '_'): what pydantic writes
+	standard alphabet = false // RFC 4648 §4 ('+', '/'): what Go's encoding/json reads
+)
+
+var (
+	toURLSafe  = strings.NewReplacer("+", "-", "/", "_")
+	toStandard = strings.NewReplacer("-", "+", "_", "/")
+)
+
+// rebase64 rewrites v, a JSON string of base64 in either alphabet, with or
+// without padding, in alphabet a with padding. The two alphabets differ in
+// two characters only, so the bytes are not decoded. Anything else (not a
+// string, not base64) is kept as given.
+func rebase64(v []byte, a alphabet) []byte {
+	if !isJSONString(v) {
+		return v
+	}
+	s := string(v[1 : len(v)-1])
+	body := strings.TrimRight(s, "=")
+	if len(body)%4 == 1 || strings.IndexFunc(body, notBase64) >= 0 {
+		return v
+	}
+	if a == urlSafe {
+		body = toURLSafe.Replace(body)
+	} else {
+		body = toStandard.Replace(body)
+	}
+	body += "=="[:(4-len(body)%4)%4]
+	if body == s {
+		return v
+	}
+	return []byte(`"` + body + `"`)
+}
+
+func notBase64(r rune) bool {
+	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '+' || r == '/' || r == '-' || r == '_')
+}
+
+// camel is pydantic's alias_generators.to_camel: "function_call" ->
+// "functionCall", "x_2d" -> "x2D"; a key already in camelCase is kept.
+func camel(s string) string {
+	if alreadyCamel(s) {
+		return s
+	}
+	// to_pascal: str.title(), then drop "_" between an alphanumeric and a
+	// digit or capital.
+	t := []byte(s)
+	prevLetter := false
+	for i, c := range t {
+		isLetter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		switch {
+		case isLetter && !prevLetter && c >= 'a':
+			t[i] = c - 'a' + 'A'
+		case isLetter && prevLetter && c <= 'Z':
+			t[i] = c - 'A' + 'a'
+		}
+		prevLetter = isLetter
+	}
+	out := make([]byte, 0, len(t))
+	for i, c := range t {
+		if c == '_' && i > 0 && i+1 < len(t) && isAlnum(t[i-1]) && (isDigit(t[i+1]) || t[i+1] >= 'A' && t[i+1] <= 'Z') {
+			continue
+		}
+		out = append(out, c)
+	}
+	// Lower the first capital after leading underscores.
+	for i, c := range out {
+		if c != '_' {
+			if c >= 'A' && c <= 'Z' {
+				out[i] = c - 'A' + 'a'
+			}
+			break
+		}
+	}
+	return string(out)
+}
+
+// alreadyCamel is to_camel's shortcut: ^[a-z]+[A-Za-z0-9]*$ without a
+// digit followed by a lowercase letter.
+func alreadyCamel(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isAlnum(c) {
+			return false
+		}
+		if isDigit(c) && i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isAlnum(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// snake converts "functionCall" to "function_call": the inverse of camel
+// for the names it writes.
+func snake(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteByte(c + 'a' - 'A')
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

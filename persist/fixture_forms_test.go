@@ -1,0 +1,122 @@
+package persist
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// adkPythonAnswers reads testdata/adk-python/api_answers.json: per
+// "user/session", the rows as ADK Python wrote them ("storage") and what
+// its api_server answers ("api_server").
+func adkPythonAnswers(t testing.TB) map[string]fixtureSession {
+	t.Helper()
+	b, err := os.ReadFile("testdata/adk-python/api_answers.json")
+	must(t, err)
+	var out map[string]fixtureSession
+	must(t, json.Unmarshal(b, &out))
+	return out
+}
+
+type fixtureSession struct {
+	API     map[string]json.RawMessage `json:"api_server"`
+	Storage []json.RawMessage          `json:"storage"`
+}
+
+// TestADKPythonFixtureForms: every event ADK Python wrote converts to the
+// API form its api_server answers, and that answer converts back to the
+// bytes ADK Python wrote (as JSON values).
+func TestADKPythonFixtureForms(t *testing.T) {
+	for name, sess := range adkPythonAnswers(t) {
+		var events []json.RawMessage
+		must(t, json.Unmarshal(sess.API["events"], &events))
+		if len(events) != len(sess.Storage) {
+			t.Fatalf("%s: %d answers for %d rows", name, len(events), len(sess.Storage))
+		}
+		for i, row := range sess.Storage {
+			var head struct {
+				ID           string  `json:"id"`
+				InvocationID string  `json:"invocation_id"`
+				Timestamp    float64 `json:"timestamp"`
+			}
+			must(t, json.Unmarshal(row, &head))
+			api, err := APIEvent(EventRow{ID: head.ID, InvocationID: head.InvocationID,
+				Timestamp: time.UnixMicro(int64(head.Timestamp*1e6 + 0.5)).UTC(), Data: row})
+			must(t, err)
+			sameJSON(t, name+" "+head.ID+" answer", api, events[i])
+			st, err := StorageForm(events[i])
+			must(t, err)
+			sameJSON(t, name+" "+head.ID+" storage", st, row)
+		}
+	}
+}
+
+func sameJSON(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	var g, w any
+	must(t, json.Unmarshal(got, &g))
+	must(t, json.Unmarshal(want, &w))
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s:\n got  %s\n want %s", what, got, want)
+	}
+}
+
+// BenchmarkEventForms converts the 25 events of the ADK Python fixture's
+// first session: StorageForm of their API form (the flusher) and APIEvent of
+// their rows (a cold read).
+func BenchmarkEventForms(b *testing.B) {
+	sess := adkPythonAnswers(b)["py-u1/s-a"]
+	var events []json.RawMessage
+	must(b, json.Unmarshal(sess.API["events"], &events))
+	b.Run("StorageForm", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, e := range events {
+				if _, err := StorageForm(e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("APIEvent", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, e := range sess.Storage {
+				if _, err := APIEvent(EventRow{ID: "x", InvocationID: "i", Timestamp: time.Unix(1, 0), Data: e}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// FuzzEventForms: any JSON object converts both ways without a panic, to
+// valid JSON, and the API form of the storage form converts to the same
+// storage form again.
+func FuzzEventForms(f *testing.F) {
+	for _, s := range adkPythonAnswers(f) {
+		for _, e := range s.Storage {
+			f.Add([]byte(e))
+		}
+	}
+	f.Add([]byte(`{"actions":{"requestedAuthConfigs":{"x":{"authScheme":{"type":"apiKey","in":"query","name":"k"}}}},"routes":[1]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		st, err := StorageForm(in)
+		if err != nil {
+			return
+		}
+		if !json.Valid(st) {
+			t.Fatalf("StorageForm(%s) = %s: not JSON", in, st)
+		}
+		api, err := APIForm(st)
+		if err != nil || !json.Valid(api) {
+			t.Fatalf("APIForm(%s) = %s, %v", st, api, err)
+		}
+		if _, err := APIForm(in); err != nil {
+			t.Fatalf("APIForm(%s): %v", in, err)
+		}
+		StandardBytes("content", in)
+	})
+}

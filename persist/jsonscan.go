@@ -1,0 +1,101 @@
+package persist
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// member is one member of a JSON object: its key (unescaped) and its value
+// (the bytes as given, no surrounding space).
+type member struct {
+	key string
+	val []byte
+}
+
+// objectMembers returns the members of data, a valid JSON value, in order;
+// ok is false when it is not an object.
+func objectMembers(data []byte) (out []member, ok bool) {
+	ok = eachItem(data, '{', func(key, val []byte) { out = append(out, member{unquote(key), val}) })
+	return out, ok
+}
+
+// arrayElements returns the elements of data, a valid JSON value; ok is
+// false when it is not an array.
+func arrayElements(data []byte) (out [][]byte, ok bool) {
+	ok = eachItem(data, '[', func(_, val []byte) { out = append(out, val) })
+	return out, ok
+}
+
+// eachItem calls fn with each member (open '{') or element (open '[') of
+// data, a valid JSON value; it reports false when data is not of that kind.
+func eachItem(data []byte, open byte, fn func(key, val []byte)) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != open {
+		return false
+	}
+	for i = skipSpace(data, i+1); data[i] != open+2; i = skipSpace(data, i) { // '}' and ']' follow '{' and '[' by 2
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+		var key []byte
+		if open == '{' {
+			keyEnd := stringEnd(data, i)
+			key = data[i:keyEnd]
+			i = skipSpace(data, skipSpace(data, keyEnd)+1) // past the ':'
+		}
+		end := valueEnd(data, i)
+		fn(key, data[i:end])
+		i = end
+	}
+	return true
+}
+
+// unquote returns the string of a valid JSON string token.
+func unquote(tok []byte) string {
+	if bytes.IndexByte(tok, '\\') < 0 {
+		return string(tok[1 : len(tok)-1])
+	}
+	var s string
+	json.Unmarshal(tok, &s) // tok is a valid JSON string
+	return s
+}
+
+// writeObject writes members as a JSON object, keys without HTML escaping.
+func writeObject(ms []member) []byte {
+	n := 2
+	for _, m := range ms {
+		n += len(m.key) + len(m.val) + 4
+	}
+	out := make([]byte, 1, n)
+	out[0] = '{'
+	for _, m := range ms {
+		out = appendMember(out, jsonString(m.key), m.val)
+	}
+	return append(out, '}')
+}
+
+// writeArray writes elements as a JSON array.
+func writeArray(elems [][]byte) []byte {
+	out := []byte{'['}
+	for i, e := range elems {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']')
+}
+
+// memberIndex returns the index of the member named key, or -1.
+func memberIndex(ms []member, key string) int {
+	for i, m := range ms {
+		if m.key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func isNull(v []byte) bool { return string(v) == "null" }
+
+func isJSONString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
