@@ -93,6 +93,8 @@ func jsonText(s *Store, compact string) string {
 	return map[string]string{
 		`{"count":3,"gone":null}`: `{"gone": null, "count": 3}`,
 		`{"nil":null,"rev":1}`:    `{"nil": null, "rev": 1}`,
+		`{"nil":null,"rev":3}`:    `{"nil": null, "rev": 3}`,
+		`{"nil":null,"rev":5}`:    `{"nil": null, "rev": 5}`,
 	}[compact]
 }
 
