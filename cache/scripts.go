@@ -83,7 +83,7 @@ var ErrRedisFull = errors.New("adksession: redis is full (maxmemory reached)")
 // fullError wraps Redis's OOM reply in ErrRedisFull.
 func fullError(cmd *redis.Cmd) *redis.Cmd {
 	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "OOM ") {
-		cmd.SetErr(fmt.Errorf("%w: %v", ErrRedisFull, err))
+		cmd.SetErr(fmt.Errorf("%w: %w", ErrRedisFull, err))
 	}
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/integration/testenv"
@@ -69,6 +70,11 @@ func TestRedisFullRecovers(t *testing.T) {
 					case err == nil:
 						acked++
 					case errors.Is(err, service.ErrRedisFull):
+						// Redis's own reply stays in the chain (the HTTP API answers 503 for it).
+						var re redis.Error
+						if !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "OOM ") {
+							t.Errorf("refused append: %v does not wrap Redis's OOM reply", err)
+						}
 						refused++
 					default:
 						t.Errorf("append: %v", err)
