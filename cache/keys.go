@@ -57,7 +57,7 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
 		"flusher (lease_acquire.lua, lease_release.lua)", "flusher: id of the flusher draining this shard"},
 	{"<ns>adk:{<shard>}:dead", "list", "none; operators inspect and remove entries",
-		"flusher (ack.lua)", "operators, dashboards: what the flusher gave up on, as JSON {id, fields (of the change-log entry), unit, reason, time}; unit is entry, event (+ seq, event or member), session, user state or app state (+ rev, state)"},
+		"flusher (ack.lua)", "operators, dashboards: what the flusher gave up on, as JSON {id, fields (of the change-log entry), unit, reason, time}; unit is entry, event (+ seq, event or member), session (+ events_written), user state or app state (+ rev, state)"},
 	{"<ns>adk:{a:<app>}:a", "hash", "none",
 		"app_apply.lua; flusher (m:dl)", "Get, List: m:rev, s:<key> without \"app:\"; flusher: m:dl = revision dead-lettered"},
 	{"<ns>adk:{a:<app>}:ap", "zset", "none; members older than 7 days trimmed",

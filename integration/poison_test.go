@@ -100,6 +100,14 @@ func TestPoisonIsolation(t *testing.T) {
 	require.Equal(t, shard, e.keys.Session("app", v, "").Shard)
 	sk := func(user, sid string) sessKey { return sessKey{"app", user, sid} }
 
+	// A session flushed once, whose state later takes a value Postgres refuses.
+	later := e.create(e.svc, "app", u, "bad-later", map[string]any{"k": 0})
+	e.mustAppend(e.svc, later, "i", "one", map[string]any{"k": 1})
+	require.NoError(t, e.svc.NewFlusher(nil).Stop(ctx), "drain, then give the leases up")
+	e.mustAppend(e.svc, later, "i", "two", map[string]any{"k": 2})
+	e.mustAppend(e.svc, later, "i", "three", map[string]any{"m": 3})
+	require.NoError(t, e.rdb.HSet(ctx, e.sessionKeys("app", u, "bad-later").Session, "s:k", `"a\u0000b"`).Err())
+
 	// Healthy sessions: two of user u, one of v, next to the poison.
 	var healthy []*service.Session
 	for _, k := range []sessKey{sk(u, "h1"), sk(u, "h2"), sk(v, "h3")} {
@@ -168,7 +176,7 @@ func TestPoisonIsolation(t *testing.T) {
 	require.Zero(t, e.backlog(other).Entries)
 
 	// Postgres holds everything else, exactly as acknowledged.
-	for _, sid := range []string{"floaty", "bad-state"} {
+	for _, sid := range []string{"floaty", "bad-state", "bad-later"} {
 		e.model.deleted("app", u, sid)
 	}
 	for sid, id := range poisonedEvent {
@@ -178,6 +186,19 @@ func TestPoisonIsolation(t *testing.T) {
 		e.model.users[[2]string{"app", user}] = map[string]any{} // the {} row of its first session
 	}
 	e.model.apps["app2"] = map[string]any{}
+	before := readDB(t, e.db)
+	// bad-later keeps its row as first flushed; its later events are written all the same.
+	require.Equal(t, map[string]any{"k": 1.0}, before.Sessions[sk(u, "bad-later")].State)
+	var acked, stored []string
+	for ev := range later.Events().All() {
+		acked = append(acked, ev.ID)
+	}
+	for _, ev := range before.Events[sk(u, "bad-later")] {
+		stored = append(stored, ev.ID)
+	}
+	require.Equal(t, acked, stored)
+	_, err := e.db.Exec(`DELETE FROM sessions WHERE id = 'bad-later'`) // checked: the rest must equal the model
+	require.NoError(t, err)
 	rows := checkDB(t, e.db, e.model)
 	require.NotContains(t, rows.Sessions, sk(u, "floaty"))
 	require.NotContains(t, rows.Sessions, sk(u, "bad-state"))
@@ -193,6 +214,8 @@ func TestPoisonIsolation(t *testing.T) {
 		switch d["unit"] {
 		case "event":
 			who += fmt.Sprint("#", d["seq"])
+		case "session":
+			require.Equal(t, strings.HasSuffix(who, "/bad-later"), d["events_written"], "events of %s written", who)
 		case "user state":
 			who = fmt.Sprint(f["u"])
 			require.Contains(t, d["state"], "bad", "the refused state is in the record")
@@ -212,6 +235,8 @@ func TestPoisonIsolation(t *testing.T) {
 		{"event", u + "/bad-member#<nil>", "event sequence number"},
 		{"session", u + "/bad-state", "22P05"},
 		{"session", u + "/bad-state", "22P05"},
+		{"session", u + "/bad-later", "22P05"},
+		{"session", u + "/bad-later", "22P05"},
 		{"session", u + "/floaty", "m:ut"},
 		{"session", u + "/floaty", "m:ut"},
 		{"user state", w, "22P05"},
@@ -236,7 +261,7 @@ func TestPoisonIsolation(t *testing.T) {
 	}
 	require.Positive(t, e.pttl(e.sessionKeys("app", u, "bad-event").Session))
 	require.Positive(t, e.pttl(e.sessionKeys("app", u, "").User), "user %s: its state is in the database", u)
-	for _, sid := range []string{"floaty", "bad-state"} {
+	for _, sid := range []string{"floaty", "bad-state", "bad-later"} {
 		require.Equal(t, time.Duration(-1), e.pttl(e.sessionKeys("app", u, sid).Session), "poisoned session %s", sid)
 	}
 	for _, user := range []string{w, y, z} {

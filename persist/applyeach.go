@@ -45,7 +45,10 @@ type Rejected struct {
 	// EventID and Seq name the event of a UnitEvent.
 	EventID string
 	Seq     int64
-	Err     error
+	// EventsWritten: a UnitSession's events were written all the same (its
+	// row of that incarnation is in the database already).
+	EventsWritten bool
+	Err           error
 }
 
 // ApplyEach writes what Apply would, in one transaction, but each unit on
@@ -53,9 +56,10 @@ type Rejected struct {
 // events, each app or user state row. A unit the database refuses for good
 // (ErrInvalidBatch, or a data error: see docs/persistence.md) is left out
 // and returned; the others are written. The events of a session whose row
-// is refused are left out with it (and not returned): an events row never
-// goes in without its session's. Any other error (the database is down)
-// writes nothing and is returned, as Apply's.
+// is refused are written only when its row of that incarnation is in the
+// database already (so a delete removes them with it); otherwise they are
+// left out with it (and not returned). Any other error (the database is
+// down) writes nothing and is returned, as Apply's.
 //
 // It costs a few statements per row: the flusher calls it only for a batch
 // that Apply refused.
@@ -118,13 +122,13 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 		if u := sessions[k]; u != nil {
 			sessK = []*SessionUpsert{u}
 		}
-		ok, err := try(Rejected{Unit: UnitSession, Key: k}, func() error {
+		ok, err := try(Rejected{Unit: UnitSession, Key: k, EventsWritten: p.known[k]}, func() error {
 			return s.writeSessions(ctx, tx, purgeK, sessK, []trackedRow{t})
 		})
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
+		if !ok && !p.known[k] {
 			continue
 		}
 		for _, e := range events[k] {

@@ -43,8 +43,13 @@ func TestApplyEachIsolates(t *testing.T) {
 				badState := upsert(skey("bad-state"), inc1, 0, 2)
 				badState.State["k"] = json.RawMessage(p.value)
 				badUser := upsert(SessionKey{"app", "u2", "s"}, inc1, 0, 1)
+				// A session whose row is in the database already: its new
+				// events are written although its new row is refused.
+				apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("bad-known"), inc1, 0, 1)}})
+				badKnown := upsert(skey("bad-known"), inc1, 2, 3)
+				badKnown.State["k"] = json.RawMessage(p.value)
 				batch := &Batch{
-					Sessions: []SessionUpsert{good, badEvent, badState, badUser},
+					Sessions: []SessionUpsert{good, badEvent, badState, badUser, badKnown},
 					UserStates: []StateUpsert{
 						{AppName: "app", UserID: "u1", Rev: 3, State: state(3), UpdateTime: eventTime(inc1, 3)},
 						{AppName: "app", UserID: "u2", Rev: 2, State: map[string]json.RawMessage{"x": json.RawMessage(p.value)}, UpdateTime: eventTime(inc1, 1)},
@@ -69,24 +74,27 @@ func TestApplyEachIsolates(t *testing.T) {
 					if r.Err == nil || !isPermanent(r.Err) {
 						t.Errorf("rejected %v: error %v is not permanent", r, r.Err)
 					}
-					got = append(got, fmt.Sprintf("%s %s/%s/%s %s %d", r.Unit, r.Key.AppName, r.Key.UserID, r.Key.SessionID, r.EventID, r.Seq))
+					got = append(got, fmt.Sprintf("%s %s/%s/%s %s %d %v", r.Unit, r.Key.AppName, r.Key.UserID, r.Key.SessionID, r.EventID, r.Seq, r.EventsWritten))
 				}
 				slices.Sort(got)
 				same(t, "rejected", got, []string{
-					"event app/u1/bad-event " + eventID(inc1, 2) + " 2",
-					"session app/u1/bad-state  0",
-					"user state app/u2/  0",
+					"event app/u1/bad-event " + eventID(inc1, 2) + " 2 false",
+					"session app/u1/bad-known  0 true",
+					"session app/u1/bad-state  0 false",
+					"user state app/u2/  0 false",
 				})
 
-				same(t, "sessions", queryStrings(t, s.db, `SELECT id FROM sessions ORDER BY id`),
-					[][]string{{"bad-event"}, {"good"}, {"s"}})
+				same(t, "sessions", queryStrings(t, s.db, `SELECT id, CAST(state AS TEXT) FROM sessions ORDER BY id`), [][]string{
+					{"bad-event", jsonText(s, `{"count":3,"gone":null}`)}, {"bad-known", jsonText(s, `{"count":1,"gone":null}`)},
+					{"good", jsonText(s, `{"count":2,"gone":null}`)}, {"s", jsonText(s, `{"count":1,"gone":null}`)}})
 				same(t, "events", queryStrings(t, s.db, `SELECT session_id, id FROM events ORDER BY session_id, "timestamp"`), [][]string{
 					{"bad-event", eventID(inc1, 1)}, {"bad-event", eventID(inc1, 3)},
+					{"bad-known", eventID(inc1, 1)}, {"bad-known", eventID(inc1, 2)}, {"bad-known", eventID(inc1, 3)},
 					{"good", eventID(inc1, 1)}, {"good", eventID(inc1, 2)},
 					{"s", eventID(inc1, 1)},
 				})
 				same(t, "bookkeeping", queryStrings(t, s.db, `SELECT session_id, rev FROM adksession_sessions ORDER BY session_id`),
-					[][]string{{"bad-event", "3"}, {"good", "2"}, {"s", "1"}})
+					[][]string{{"bad-event", "3"}, {"bad-known", "1"}, {"good", "2"}, {"s", "1"}})
 				// u2's {} row exists (its seed is fine), its snapshot was refused.
 				same(t, "user states", queryStrings(t, s.db, `SELECT user_id, CAST(state AS TEXT) FROM user_states ORDER BY user_id`),
 					[][]string{{"u1", jsonText(s, `{"nil":null,"rev":3}`)}, {"u2", "{}"}})

@@ -207,7 +207,7 @@ func (sb *shardBatch) addState(k [2]string, carrier cache.Change, st StateUpsert
 func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.FlushRead) {
 	if r.Err != nil {
 		for _, c := range g.changes {
-			sb.deadLetter(c, cache.DeadSession, r.Err.Error(), nil)
+			sb.deadLetter(c, cache.DeadSession, r.Err.Error(), map[string]any{"events_written": false})
 		}
 		return
 	}
@@ -222,7 +222,8 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	if r.CreateState != "" {
 		if err := json.Unmarshal([]byte(r.CreateState), &up.CreateState); err != nil {
 			for _, c := range g.changes {
-				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of session %s: %v", ref.SID, err), nil)
+				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of session %s: %v", ref.SID, err),
+					map[string]any{"events_written": false})
 			}
 			return
 		}
@@ -280,9 +281,9 @@ func eventRow(k SessionKey, e cache.EventRecord) (EventRow, error) {
 
 // reject dead-letters what the database refused (ApplyEach) and keeps the
 // Redis marks from claiming it flushed: a refused session's keys keep no
-// TTL, a refused state's revision is recorded as dead-lettered (its hash
-// keeps no TTL either). A refused event is kept in its dead letter; its
-// session is marked flushed past it.
+// TTL (its events may be written all the same), a refused state's revision
+// is recorded as dead-lettered (its hash keeps no TTL either). A refused
+// event is kept in its dead letter; its session is marked flushed past it.
 func (sb *shardBatch) reject(rejected []Rejected) {
 	for _, r := range rejected {
 		switch r.Unit {
@@ -290,9 +291,11 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 			for _, i := range sb.markOf[r.Key] {
 				sb.marks[i].Seq, sb.marks[i].Deleted = -1, false
 			}
-			sb.written[r.Key] = 0
+			if !r.EventsWritten {
+				sb.written[r.Key] = 0
+			}
 			for _, c := range sb.groups[r.Key].changes {
-				sb.deadLetter(c, cache.DeadSession, r.Err.Error(), nil)
+				sb.deadLetter(c, cache.DeadSession, r.Err.Error(), map[string]any{"events_written": r.EventsWritten})
 			}
 		case UnitEvent:
 			g := sb.groups[r.Key]
