@@ -64,7 +64,7 @@ type Rejected struct {
 // It costs a few statements per row: the flusher calls it only for a batch
 // that Apply refused.
 func (s *Store) ApplyEach(ctx context.Context, b *Batch) ([]Rejected, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.beginTx(ctx, s.db, nil)
 	if err != nil {
 		return nil, fmt.Errorf("apply batch: %w", err)
 	}
