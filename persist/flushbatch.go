@@ -253,7 +253,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	sb.batch.Sessions = append(sb.batch.Sessions, up)
 	userRev := int64(-1)
 	uk := [2]string{ref.App, ref.User}
-	if _, done := sb.carriers[uk]; !done && r.User.Dead < r.User.Rev {
+	if _, done := sb.carriers[uk]; !done && r.User.OK && r.User.Dead < r.User.Rev {
 		sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: ref.App, UserID: ref.User, Rev: r.User.Rev,
 			State: rawState(r.User.State), UpdateTime: up.UpdateTime})
 		userRev = r.User.Rev

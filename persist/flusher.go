@@ -300,7 +300,7 @@ func (f *Flusher) finish(ctx context.Context, sb *shardBatch) error {
 		}
 	}
 	f.batches.Add(1)
-	f.entries.Add(int64(len(sb.ids) - len(sb.dead)))
+	f.entries.Add(int64(len(sb.ids) - len(sb.deadEntry)))
 	f.events.Add(int64(sb.eventsWritten()))
 	f.dead.Add(int64(len(sb.dead)))
 	return nil
