@@ -1,5 +1,8 @@
 // Package lua holds adksession's Redis scripts, one file per script, each
-// starting with its contract (KEYS, ARGV, returns). Every script receives all
+// starting with its contract (KEYS, ARGV, returns). The write-behind's own
+// scripts start with the Redis 7 shebang "#!lua flags=allow-oom", so that
+// they run when Redis is full (package cache runs them without it on servers
+// that cannot compile it). Every script receives all
 // its keys in KEYS and touches keys of one hash slot only, so the same scripts
 // run on standalone Redis and on Redis Cluster. Package cache wraps them.
 package lua
@@ -59,15 +62,25 @@ var HydrateState string
 //go:embed hydrate_index.lua
 var HydrateIndex string
 
-// LeaseRenew renews a flusher's shard lease; see lease_renew.lua.
+// LeaseAcquire takes or renews a flusher's shard lease; see lease_acquire.lua.
 //
-//go:embed lease_renew.lua
-var LeaseRenew string
+//go:embed lease_acquire.lua
+var LeaseAcquire string
 
 // LeaseRelease gives up a flusher's shard lease; see lease_release.lua.
 //
 //go:embed lease_release.lua
 var LeaseRelease string
+
+// Ack removes handled change-log entries and records dead letters; see ack.lua.
+//
+//go:embed ack.lua
+var Ack string
+
+// StateDead records a dead-lettered user or app state revision; see state_dead.lua.
+//
+//go:embed state_dead.lua
+var StateDead string
 
 // Rewind appends a rewind event restoring an earlier state; see rewind.lua.
 //

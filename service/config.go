@@ -74,6 +74,13 @@ type Config struct {
 	// fails with an error (it may still have been applied).
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// AllowAllKeysEviction lets Open use a Redis whose maxmemory-policy is
+	// allkeys-* with a database behind it. Such a policy may evict the keys
+	// of unflushed writes, the change logs and the indexes: acknowledged
+	// writes are then lost without an error. By default Open refuses it
+	// (ErrEvictionPolicy); set this only to accept that risk. With it Open
+	// does not read the policy at all.
+	AllowAllKeysEviction bool
 	// Logger receives the flusher's warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -111,4 +118,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.FlushInterval = 100 * time.Millisecond
 	}
 	return c, nil
+}
+
+// logger is Logger, or slog.Default().
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
 }
