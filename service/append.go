@@ -2,14 +2,11 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
@@ -41,34 +38,11 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	if err := checkSession(sess.appName, sess.userID, sess.id); err != nil {
 		return err
 	}
-	if err := s.checkEvent(ev); err != nil {
-		return err
-	}
-	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)
+	p, err := s.prepareEvent(ev)
 	if err != nil {
 		return err
 	}
-	// Work on a copy until the write is acknowledged: bad input leaves ev as it was.
-	stored := ev.Clone()
-	if stored.ID == "" {
-		stored.ID = uuid.NewString()
-	}
-	if stored.Timestamp.IsZero() {
-		stored.Timestamp = time.Now()
-	}
-	stored.Timestamp = stored.Timestamp.Truncate(time.Microsecond).UTC()
-	for k := range stored.Actions.StateDelta {
-		if strings.HasPrefix(k, TempPrefix) {
-			delete(stored.Actions.StateDelta, k)
-		}
-	}
-	blob, err := json.Marshal(stored)
-	if err != nil {
-		return fmt.Errorf("%w: event: %v", ErrInvalidArgument, err)
-	}
-	if len(blob) > s.cfg.MaxEventBytes {
-		return fmt.Errorf("%w: event: %d bytes of JSON, limit %d (Config.MaxEventBytes)", ErrInvalidArgument, len(blob), s.cfg.MaxEventBytes)
-	}
+	stored, blob, delta, normalized := p.stored, p.blob, p.delta, p.normalized
 
 	sess.mu.RLock()
 	args := cache.AppendArgs{
@@ -139,21 +113,6 @@ func (s *Service) finishApp(ctx context.Context, app, id string, pairs []cache.P
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-}
-
-// checkEvent validates the fields of an event that become columns.
-func (s *Service) checkEvent(ev *Event) error {
-	if ev.ID != "" {
-		if err := checkID("event.ID", ev.ID, MaxIDBytes); err != nil {
-			return err
-		}
-	}
-	if ev.InvocationID != "" {
-		if err := checkID("event.InvocationID", ev.InvocationID, MaxInvocationIDBytes); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // applyAppended brings the handle up to date with an acknowledged append.
