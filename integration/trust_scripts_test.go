@@ -91,7 +91,9 @@ func (e *wbEnv) dump() map[string]string {
 // again and rewound. Every script on that path (append, get, flushed,
 // hydrate, hydrate_state, app_apply, rewind) handles it.
 func testManyKeys(t *testing.T, url string) {
-	e := newWB(t, url, testenv.FreshDatabase(t), nil)
+	// Deltas of 1 500 and 9 000 keys: above the default Config.MaxDeltaKeys,
+	// which guards the service, not the scripts.
+	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.MaxDeltaKeys = 10000 })
 	ctx := wbCtx(t)
 	const events, perEvent = 40, 500 // 20 000 session keys
 	sess := e.create(e.svc, "big", "u", "s", map[string]any{"c": 4})
