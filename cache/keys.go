@@ -45,6 +45,9 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:r:<app>:<user>:<sid>", "hash", "as the session hash",
 		"create.lua (m:from, c), append.lua and rewind.lua (while m:from is set); delete.lua; flusher trims <seq> fields (and the i:<inv> they name) below the cached tail and raises m:from",
 		"rewind.lua: m:from = oldest seq undo records cover, c = create-time session state (JSON object), a:<file> = current artifact version, i:<inv> = seq of the invocation's first event, <seq> = JSON {i: invocation when first, s: [key, previous JSON value or false], a: [file, previous version or false]}"},
+	{"<ns>adk:{<shard>}:i:<app>:<user>:<sid>", "zset", "as the session hash",
+		"create.lua and delete.lua (remove it), append.lua, hydrate.lua; flusher trims it with the events",
+		"append.lua: member = event id, score = its seq; holds exactly the ids of the cached events (a retried event id is answered with the stored event)"},
 	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed (or while its revision is dead-lettered); CacheTTL once flushed and idle",
 		"create.lua, append.lua (user: keys); flusher (m:fl, m:dl)", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; flusher: m:fl = revision in the database, m:dl = revision dead-lettered"},
 	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash (flushed.lua gives both CacheTTL together)",
@@ -105,6 +108,7 @@ type SessionKeys struct {
 	AppIndex  string // zset: the app's sessions in this shard
 	Log       string // stream: the shard's change log
 	Undo      string // hash: what undoes each event, first seq of each invocation (rewind.lua)
+	EventIDs  string // zset: ids of the cached events, score = seq
 }
 
 // Session returns the keys of session (app, user, sid).
@@ -122,6 +126,7 @@ func (k Keys) Session(app, user, sid string) SessionKeys {
 		AppIndex:  k.AppIndex(shard, app),
 		Log:       t + "log",
 		Undo:      t + "r:" + au + ":" + Escape(sid),
+		EventIDs:  t + "i:" + au + ":" + Escape(sid),
 	}
 }
 

@@ -98,6 +98,8 @@ const (
 	codeStale      = -3
 	codeNoUser     = -4
 	codeIncomplete = -5
+	codeDuplicate  = -8
+	codeCheckID    = -9
 )
 
 // Errors the scripts report. The service maps them to its public errors or
@@ -110,6 +112,13 @@ var (
 	ErrUserNotCached = errors.New("adksession: user state not cached")
 	ErrIncomplete    = errors.New("adksession: cached session incomplete")
 	ErrAppNotCached  = errors.New("adksession: app state not cached")
+	// ErrDuplicateEvent: the session holds an event with this id (see
+	// DuplicateEventError).
+	ErrDuplicateEvent = errors.New("adksession: event id already in session")
+	// ErrCheckEventID: the event id is not among the cached events, and
+	// older events of the session are in the database only: look it up
+	// there (persist), then append with AppendArgs.CheckID false.
+	ErrCheckEventID = errors.New("adksession: event id must be looked up in the database")
 )
 
 // codeError maps a script's status code to an error (nil for success).

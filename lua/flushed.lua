@@ -11,6 +11,7 @@
 -- KEYS[4] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[5] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
+-- KEYS[7] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- ARGV[1] -> incarnation the flushed changes belong to
 -- ARGV[2] -> last seq now in the database; "d" for a flushed delete; "" when nothing of the session was
 --            written (the database refused it: its keys keep no TTL)
@@ -19,7 +20,7 @@
 -- ARGV[5] -> most flushed events to keep cached
 -- ARGV[6] -> member of the session in the app index
 -- Returns the number of events trimmed.
-local sess, events, user, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
 local ttl, keep = ARGV[4], tonumber(ARGV[5])
 
 if ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
@@ -29,7 +30,7 @@ elseif ARGV[3] ~= '' then
   local urev = tonumber(redis.call('HGET', user, 'm:rev') or '0')
   local flushed = tonumber(ARGV[3])
   if flushed > ufl then
-    redis.call('HSET', user, 'm:fl', flushed)
+    redis.call('HSET', user, 'm:fl', int(flushed))
     ufl = flushed
   end
   if ufl >= urev then
@@ -58,7 +59,7 @@ local fl, rev, cnt, first = tonumber(meta[3]), tonumber(meta[4]), tonumber(meta[
 local seq = tonumber(ARGV[2])
 if seq > fl then
   fl = seq
-  redis.call('HSET', sess, 'm:fl', fl)
+  redis.call('HSET', sess, 'm:fl', int(fl))
 end
 
 local trim = 0
@@ -66,21 +67,22 @@ if cnt > keep then
   trim = math.min(cnt - keep, fl - first + 1)
   if trim > 0 then
     redis.call('ZREMRANGEBYRANK', events, 0, trim - 1)
-    redis.call('HSET', sess, 'm:first', first + trim, 'm:cnt', cnt - trim)
+    redis.call('ZREMRANGEBYSCORE', ids, '-inf', int(first + trim - 1))
+    redis.call('HSET', sess, 'm:first', int(first + trim), 'm:cnt', int(cnt - trim))
     -- Undo records of trimmed events go too; a rewind reaching past them
     -- replays the history from the database instead.
     if redis.call('HEXISTS', undo, 'm:from') == 1 then
       for seq = first, first + trim - 1 do
-        local rec = redis.call('HGET', undo, seq)
+        local rec = redis.call('HGET', undo, int(seq))
         if rec then
           local inv = cjson.decode(rec).i
           if inv then
             redis.call('HDEL', undo, 'i:' .. inv)
           end
-          redis.call('HDEL', undo, seq)
+          redis.call('HDEL', undo, int(seq))
         end
       end
-      redis.call('HSET', undo, 'm:from', first + trim)
+      redis.call('HSET', undo, 'm:from', int(first + trim))
     end
   else
     trim = 0
@@ -90,6 +92,7 @@ end
 if fl >= rev then
   redis.call('PEXPIRE', sess, ttl)
   redis.call('PEXPIRE', events, ttl)
+  redis.call('PEXPIRE', ids, ttl)
   redis.call('PEXPIRE', undo, ttl)
 end
 return trim

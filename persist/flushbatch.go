@@ -39,7 +39,7 @@ func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) er
 		if c.AppDelta == nil {
 			continue
 		}
-		id := c.EventID
+		id := cache.AppendChangeID(c.Incarnation, c.User, c.SID, c.EventID)
 		if c.Kind == 'c' {
 			id = cache.CreateChangeID(c.Incarnation, c.User, c.SID)
 		}

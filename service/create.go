@@ -73,7 +73,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	// other sessions wrote.
 	resp, err := s.Get(ctx, &GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: sid})
 	if err != nil {
-		sess := &Session{id: sid, appName: req.AppName, userID: req.UserID, state: normalized, lastUpdate: now}
+		sess := &Session{id: sid, appName: req.AppName, userID: req.UserID, state: normalized, lastUpdate: now, inc: args.CreateTime}
 		if sess.state == nil {
 			sess.state = map[string]any{}
 		}

@@ -85,7 +85,7 @@ func sessionFromSnapshot(app, user, sid string, snap *cache.Snapshot) (*Session,
 		id: sid, appName: app, userID: user,
 		state: state, events: events,
 		lastUpdate: time.UnixMicro(snap.UpdateTime).UTC(),
-		rev:        snap.Rev, lastTs: lastTs,
+		inc:        snap.Incarnation, rev: snap.Rev, lastTs: lastTs,
 	}, nil
 }
 

@@ -79,10 +79,14 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 	if !ok {
 		return nil, fmt.Errorf("rewind session %s: event JSON has no empty deltas: %s", req.SessionID, blob)
 	}
+	pre, mid, err := cache.SplitTimestamp(head)
+	if err != nil {
+		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+	}
 	args := cache.RewindArgs{
 		App: req.AppName, User: req.UserID, SID: req.SessionID,
-		Before: req.BeforeInvocationID, InvocationID: ev.InvocationID, Ts: ev.Timestamp.UnixMicro(),
-		EventHead: string(head) + `"stateDelta":`, EventTail: string(tail),
+		Before: req.BeforeInvocationID, InvocationID: ev.InvocationID, EventID: ev.ID, Ts: ev.Timestamp.UnixMicro(),
+		EventPre: pre, EventMid: mid + `"stateDelta":`, EventTail: string(tail),
 	}
 	loaded, createState := false, ""
 	for attempt := 1; ; attempt++ {
