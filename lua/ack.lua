@@ -8,7 +8,7 @@
 -- ARGV[1] -> number of dead-letter records D, then D records (JSON)
 -- ARGV[2+D...] -> ids of the entries to remove (flushed or dead-lettered)
 -- Returns the number of entries removed.
-local d = tonumber(ARGV[1])
+local d = argv_int(1, 0, #ARGV - 1)
 for i = 2, d + 1 do
   redis.call('RPUSH', KEYS[2], ARGV[i])
 end

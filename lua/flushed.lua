@@ -20,8 +20,19 @@
 -- ARGV[5] -> most flushed events to keep cached
 -- ARGV[6] -> member of the session in the app index
 -- Returns the number of events trimmed.
+-- Bad arguments are an error reply, with nothing written.
 local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
-local ttl, keep = ARGV[4], tonumber(ARGV[5])
+argv_int(1, 0, MAX_INT)
+if ARGV[2] ~= '' and ARGV[2] ~= 'd' then
+  argv_int(2, 0, MAX_INT)
+end
+if ARGV[3] ~= '' then
+  argv_int(3, 0, MAX_INT)
+end
+local ttl, keep = argv_int(4, 1, MAX_INT), argv_int(5, 0, MAX_INT)
+if #ARGV ~= 6 then
+  fail('flushed: ' .. #ARGV .. ' arguments, 6 expected')
+end
 
 if ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
   redis.call('PEXPIRE', KEYS[5], ttl) -- the user hash is gone (evicted): the index follows

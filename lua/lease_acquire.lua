@@ -7,13 +7,14 @@
 -- ARGV[1] -> owner id
 -- ARGV[2] -> lease time in ms
 -- Returns 1 when owner holds the lease now, 0 when another flusher does.
+local ttl = argv_int(2, 1, MAX_INT)
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ttl)
   return 1
 end
 if holder then
   return 0
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 return 1

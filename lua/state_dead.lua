@@ -6,12 +6,12 @@
 -- KEYS[1] -> state hash       <ns>adk:{shard}:u:<app>:<user> or <ns>adk:{a:<app>}:a
 -- ARGV[1] -> the revision dead-lettered
 -- Returns 1 when recorded, 0 when the hash is gone or already records it.
+local rev = argv_int(1, 0, MAX_INT)
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-local rev = tonumber(ARGV[1])
 if tonumber(redis.call('HGET', KEYS[1], 'm:dl') or '-1') >= rev then
   return 0
 end
-redis.call('HSET', KEYS[1], 'm:dl', rev)
+redis.call('HSET', KEYS[1], 'm:dl', int(rev))
 return 1
