@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +25,8 @@ type Store struct {
 	waitReplicas     int
 	waitTimeout      time.Duration
 	commit           *committer // group commit of the write scripts
+	// bare: the server cannot compile the scripts' shebang lines (see LoadScripts).
+	bare atomic.Bool
 }
 
 // Options configure a Store.
@@ -153,11 +156,11 @@ type AppendArgs struct {
 	// last update time is that µs (ErrStale otherwise).
 	NoHandle     bool
 	IfUpdateTime int64
-	Concurrent     bool  // apply even when the handle is behind
-	HandleLastTs   int64 // µs of the handle's last event, 0 when it has none
-	Ts             int64 // event timestamp µs
-	InvocationID   string
-	EventID        string
+	Concurrent   bool  // apply even when the handle is behind
+	HandleLastTs int64 // µs of the handle's last event, 0 when it has none
+	Ts           int64 // event timestamp µs
+	InvocationID string
+	EventID      string
 	// CheckID: the caller chose EventID and the database was not asked
 	// whether the session holds it (see ErrCheckEventID).
 	CheckID bool

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
 	"github.com/adksession/adksession/persist"
@@ -105,49 +103,26 @@ type appendPlan struct {
 	normalized map[string]any // the delta's values as a Get decodes them
 }
 
-// planAppend checks an event appended to (app, user, sid) and prepares the
-// script's arguments; ev is not changed.
+// planAppend checks an event appended to (app, user, sid) (prepareEvent)
+// and prepares the script's arguments; ev is not changed.
 func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, error) {
 	if err := checkSession(app, user, sid); err != nil {
 		return nil, err
 	}
-	if err := s.checkEvent(ev); err != nil {
-		return nil, err
-	}
-	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)
+	p, err := s.prepareEvent(ev)
 	if err != nil {
 		return nil, err
 	}
-	// Work on a copy until the write is acknowledged: bad input leaves ev as it was.
-	stored := ev.Clone()
-	if stored.ID == "" {
-		stored.ID = uuid.NewString()
-	}
-	if stored.Timestamp.IsZero() {
-		stored.Timestamp = time.Now()
-	}
-	stored.Timestamp = stored.Timestamp.Truncate(time.Microsecond).UTC()
-	for k := range stored.Actions.StateDelta {
-		if strings.HasPrefix(k, TempPrefix) {
-			delete(stored.Actions.StateDelta, k)
-		}
-	}
-	blob, err := json.Marshal(stored)
-	if err != nil {
-		return nil, fmt.Errorf("%w: event: %v", ErrInvalidArgument, err)
-	}
-	if len(blob) > s.cfg.MaxEventBytes {
-		return nil, fmt.Errorf("%w: event: %d bytes of JSON, limit %d (Config.MaxEventBytes)", ErrInvalidArgument, len(blob), s.cfg.MaxEventBytes)
-	}
-	pre, post, err := cache.SplitTimestamp(blob)
+	stored := p.stored
+	pre, post, err := cache.SplitTimestamp(p.blob)
 	if err != nil {
 		return nil, fmt.Errorf("append event %s to session %s: %w", stored.ID, sid, err)
 	}
-	return &appendPlan{stored: stored, normalized: normalized, args: cache.AppendArgs{
+	return &appendPlan{stored: stored, normalized: p.normalized, args: cache.AppendArgs{
 		App: app, User: user, SID: sid,
 		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
 		CheckID:  ev.ID != "" && s.db != nil,
-		EventPre: pre, EventPost: post, Delta: delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
+		EventPre: pre, EventPost: post, Delta: p.delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
 	}}, nil
 }
 
@@ -228,7 +203,7 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 		}
 		rec = &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js)}
 	}
-	same, err := sameEvent(rec.JSON, sent)
+	same, err := isRetryOf(rec.JSON, sent)
 	if err != nil {
 		return fmt.Errorf("append event %s to session %s: %w", sent.ID, a.SID, err)
 	}
@@ -251,9 +226,9 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 	return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
 }
 
-// sameEvent tells whether the stored JSON of an event (API form) is the
+// isRetryOf tells whether the stored JSON of an event (API form) is the
 // event sent, but for its timestamp (a retry may carry a new one).
-func sameEvent(storedJSON string, sent *Event) (bool, error) {
+func isRetryOf(storedJSON string, sent *Event) (bool, error) {
 	var stored Event
 	if err := stored.UnmarshalJSON([]byte(storedJSON)); err != nil {
 		return false, fmt.Errorf("stored event: %w", err)
@@ -312,21 +287,6 @@ func (s *Service) finishApp(ctx context.Context, app, id string, pairs []cache.P
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-}
-
-// checkEvent validates the fields of an event that become columns.
-func (s *Service) checkEvent(ev *Event) error {
-	if ev.ID != "" {
-		if err := checkID("event.ID", ev.ID, MaxIDBytes); err != nil {
-			return err
-		}
-	}
-	if ev.InvocationID != "" {
-		if err := checkID("event.InvocationID", ev.InvocationID, MaxInvocationIDBytes); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // applyAppended brings the handle up to date with an acknowledged append.
