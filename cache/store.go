@@ -187,7 +187,8 @@ type AppendResult struct {
 // event with the event's id: nothing was written. Stored is that event,
 // or nil when Redis no longer caches it (it is in the database).
 type DuplicateEventError struct {
-	Stored *EventRecord
+	Stored      *EventRecord
+	Incarnation int64 // of the session (0 when the event was found in the database)
 }
 
 func (e *DuplicateEventError) Error() string {
@@ -248,9 +249,9 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	code := v[0].(int64)
 	switch code {
 	case codeDuplicate:
-		dup := &DuplicateEventError{}
-		if len(v) == 3 {
-			rec, err := parseMember(v[1].(string), v[2].(string))
+		dup := &DuplicateEventError{Incarnation: v[1].(int64)}
+		if len(v) == 4 {
+			rec, err := parseMember(v[2].(string), v[3].(string))
 			if err != nil {
 				return nil, fmt.Errorf("append script: stored event: %w", err)
 			}

@@ -34,9 +34,9 @@
 -- Returns {0, seq, ts, incarnation} appended;
 --         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...),
 --           incarnation} appended by a handle that was behind, in concurrent mode;
---         {-8, member, score} the session holds an event with this id already (nothing written): the caller
---           compares it with the event it sent ({-8} alone: that event is no longer cached, read it from
---           the database);
+--         {-8, incarnation, member, score} the session holds an event with this id already (nothing
+--           written): the caller compares it with the event it sent ({-8, incarnation} alone: that event
+--           is no longer cached, read it from the database);
 --         {-9} see ARGV[15] (nothing written);
 --         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
 --         {-4} user state not cached, {-5} cache incomplete (evicted keys, or event ids not matching the
@@ -121,11 +121,11 @@ end
 -- An id the session holds: a retry of an acknowledged append, or an id reused for another event.
 local had = tonumber(redis.call('ZSCORE', ids, id))
 if had and had < first then
-  return {-8}
+  return {-8, tonumber(meta[6])}
 end
 if had then
   local stored = redis.call('ZRANGE', events, had - first, had - first, 'WITHSCORES')
-  return {-8, stored[1], stored[2]}
+  return {-8, tonumber(meta[6]), stored[1], stored[2]}
 end
 if ARGV[15] == '1' and first > 1 then
   return {-9}

@@ -136,7 +136,18 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 	var dup *cache.DuplicateEventError
 	switch {
 	case errors.As(err, &dup):
-		return nil, s.appendedBefore(ctx, a, sess, ev, p.stored, dup.Stored, p.normalized)
+		if err := s.appendedBefore(ctx, a, sess, ev, p.stored, dup.Stored, p.normalized); err != nil {
+			return nil, err
+		}
+		if dup.Stored == nil || dup.Stored.Seq == 0 {
+			return nil, nil // in the database: flushed, so its app: step is done (the flusher repairs it)
+		}
+		// A retry: the first attempt may have stored the event and failed
+		// before its app: step was done. The step is idempotent per event.
+		if err := s.finishApp(ctx, a.App, cache.AppendChangeID(dup.Incarnation, a.User, a.SID, a.EventID), a.Delta.App); err != nil {
+			return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
+		}
+		return nil, nil
 	case errors.Is(err, loader.ErrNotFound), errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
 		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, a.SID, a.App, a.User)
 	case errors.Is(err, cache.ErrStale):
