@@ -217,3 +217,22 @@ func (s *Store) WriteStats(ctx context.Context, fields map[string]any) error {
 func (s *Store) Stats(ctx context.Context) (map[string]string, error) {
 	return s.rdb.HGetAll(ctx, s.keys.Stats()).Result()
 }
+
+// Wakeups subscribes to the flusher's wake channel: a value arrives when a
+// script wrote the first entry of a shard's change log (an idle flusher has
+// work). The subscription reconnects by itself; a wakeup sent while it was
+// reconnecting is lost, so flushers also poll, slowly. stop ends it.
+func (s *Store) Wakeups(ctx context.Context) (wake <-chan struct{}, stop func() error) {
+	ps := s.rdb.Subscribe(ctx, s.keys.Wake())
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range ps.Channel() {
+			select {
+			case out <- struct{}{}:
+			default: // one pending wakeup is enough
+			}
+		}
+	}()
+	return out, ps.Close
+}

@@ -84,6 +84,15 @@ func appendPairs(args []any, pairs []Pair) []any {
 	return args
 }
 
+// wakeArg is the scripts' database argument: "" without a database, the
+// flusher's wake channel with one.
+func (s *Store) wakeArg() string {
+	if !s.durable {
+		return ""
+	}
+	return s.keys.Wake()
+}
+
 func boolArg(b bool) string {
 	if b {
 		return "1"
@@ -104,7 +113,7 @@ type CreateArgs struct {
 // CreateChangeID).
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
+	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
@@ -217,7 +226,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	}
 	args := make([]any, 0, 19+2*(len(a.Delta.Session)+len(a.Delta.User)+len(a.Delta.Temp)+len(a.Artifacts)))
 	args = append(args, rev, inc, bound, a.Ts, a.InvocationID, a.EventPre, a.EventPost,
-		s.tempTTL.Milliseconds(), boolArg(s.durable), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID))
+		s.tempTTL.Milliseconds(), s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	args = appendPairs(args, a.Delta.Temp)
@@ -281,7 +290,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 // Delete deletes a session; it reports whether a cached session was removed.
 func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
-	args := []any{boolArg(s.durable), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
+	args := []any{s.wakeArg(), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
 	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)

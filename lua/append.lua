@@ -21,7 +21,8 @@
 -- ARGV[6], ARGV[7] -> the event as JSON (temp: keys already removed from its state delta) before and after
 --            the value of its top-level "timestamp": the script writes the stored time between them
 -- ARGV[8] -> TTL of the temp hash in ms
--- ARGV[9] -> "1" when a database backs Redis (write the change log; drop TTLs; missing user state means evicted)
+-- ARGV[9] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
+--            on the channel when the log was empty; drop TTLs; missing user state means evicted)
 -- ARGV[10], ARGV[11], ARGV[12] -> app name, user id, session id (raw, for the change log and the user index)
 -- ARGV[13] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[14] -> event id
@@ -63,7 +64,8 @@ local bound = ARGV[3]
 local ts0 = argv_int(4, 0, MAX_INT - 1)
 local inv = ARGV[5]
 local ttl = argv_int(8, 1, MAX_INT)
-local durable = ARGV[9] == '1'
+local wake = ARGV[9]
+local durable = wake ~= ''
 local id = ARGV[14]
 local svals, s, i = argv_pairs(16, 's:')
 local uvals, u
@@ -231,6 +233,9 @@ if durable then
     entry[15], entry[16], entry[17], entry[18] = 'p', ARGV[13], 'e', id
   end
   redis.call('XADD', log, '*', unpack(entry))
+  if redis.call('XLEN', log) == 1 then
+    redis.call('PUBLISH', wake, 1)
+  end
 end
 
 local inc = tonumber(meta[6])

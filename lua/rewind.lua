@@ -16,7 +16,8 @@
 -- ARGV[4] -> the rewind event's JSON up to the value of its "timestamp" (ends with '"timestamp":')
 -- ARGV[5] -> its JSON after that value, up to its state delta (ends with '"stateDelta":')
 -- ARGV[6] -> the rest of its JSON after its artifact delta
--- ARGV[7] -> "1" when a database backs Redis (write the change log; drop TTLs)
+-- ARGV[7] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
+--            on the channel when the log was empty; drop TTLs)
 -- ARGV[8], ARGV[9], ARGV[10] -> app name, user id, session id (raw, for the change log and the user index)
 -- ARGV[11] -> the rewind event's id
 -- ARGV[12] -> "" to compute the deltas from the undo records; otherwise the revision (last seq) the deltas
@@ -35,7 +36,8 @@ local sess, events, temp, uindex, log, undo, ids = KEYS[1], KEYS[2], KEYS[3], KE
 
 -- Inputs, all checked before anything is read or written.
 local ts0 = argv_int(3, 0, MAX_INT - 1)
-local durable = ARGV[7] == '1'
+local wake = ARGV[7]
+local durable = wake ~= ''
 local computed = ARGV[12] ~= ''
 local crev, cstate, cfiles
 if computed then
@@ -266,5 +268,8 @@ if durable then
   redis.call('PERSIST', uindex)
   redis.call('XADD', log, '*', 'k', 'a', 'a', ARGV[8], 'u', ARGV[9], 'i', ARGV[10], 'n', meta[6], 'q', int(seq),
     't', int(ts))
+  if redis.call('XLEN', log) == 1 then
+    redis.call('PUBLISH', wake, 1)
+  end
 end
 return {0, seq, ts, json}

@@ -17,9 +17,16 @@ import (
 
 // FlusherOptions configure a Flusher; zero values take the defaults.
 type FlusherOptions struct {
-	BatchSize       int           // change-log entries per transaction (default 500)
-	Interval        time.Duration // poll interval while there is work (default 100ms)
-	MaxIdleInterval time.Duration // longest poll interval when idle (default 10 × Interval)
+	BatchSize int           // change-log entries per transaction (default 500)
+	Interval  time.Duration // poll interval while there is work (default 100ms)
+	// MaxIdleInterval is the longest an idle flusher waits before it looks
+	// at every shard again. Idle, it waits for a wakeup: the scripts publish
+	// on the wake channel when a shard's change log gets its first entry.
+	// The poll is the safety net for a wakeup lost while the subscription
+	// reconnected, and for the shards of a flusher that died holding their
+	// leases. Default: 15 s, or a quarter second per shard beyond 60 shards,
+	// so that an idle process costs Redis at most 4 commands a second.
+	MaxIdleInterval time.Duration
 	CacheTTL        time.Duration // TTL of idle, fully flushed sessions (default 24h)
 	MaxCachedEvents int           // flushed events a session keeps in Redis (default 1000)
 	LeaseTTL        time.Duration // how long a shard stays with a flusher that stopped renewing (default 15s)
@@ -34,9 +41,10 @@ func (o FlusherOptions) withDefaults() FlusherOptions {
 	if o.Interval <= 0 {
 		o.Interval = 100 * time.Millisecond
 	}
-	if o.MaxIdleInterval < o.Interval {
-		o.MaxIdleInterval = 10 * o.Interval
+	if o.MaxIdleInterval <= 0 {
+		o.MaxIdleInterval = 15 * time.Second
 	}
+	o.MaxIdleInterval = max(o.MaxIdleInterval, o.Interval)
 	if o.CacheTTL <= 0 {
 		o.CacheTTL = 24 * time.Hour
 	}
@@ -84,6 +92,7 @@ type Flusher struct {
 	batches, entries, events, retries, dead atomic.Int64
 	lastErr                                 atomic.Value
 	statsAt                                 atomic.Int64 // unix ms of the last stats write
+	statsDirty                              atomic.Bool  // work done since the last stats write
 }
 
 // NewFlusher returns a flusher that writes db from the change log of c.
@@ -163,10 +172,12 @@ func (f *Flusher) Stats() FlusherStats {
 
 func (f *Flusher) loop(ctx context.Context) {
 	defer close(f.done)
-	// Idle polls back off from Interval to MaxIdleInterval, so that a fleet
-	// of idle processes does not poll every shard ten times a second; work
-	// found, or a Kick, brings the interval back.
-	idle := f.opts.Interval
+	// Idle, the loop waits for a wakeup (a script published that a shard's
+	// log got its first entry), a Kick, or the safety poll: an idle fleet
+	// sends Redis nothing but that poll.
+	wake, stopWake := f.cache.Wakeups(ctx)
+	defer stopWake()
+	idle := max(f.opts.MaxIdleInterval, time.Duration(f.cache.Keys().Shards())*time.Second/4)
 	backoff := time.Duration(0)
 	var lastLog time.Time
 	for {
@@ -191,7 +202,7 @@ func (f *Flusher) loop(ctx context.Context) {
 			}
 			continue
 		case n > 0:
-			backoff, idle = 0, f.opts.Interval
+			backoff = 0
 			continue // more may be waiting
 		}
 		backoff = 0
@@ -201,10 +212,10 @@ func (f *Flusher) loop(ctx context.Context) {
 			timer.Stop()
 			return
 		case <-timer.C:
-			idle = min(2*idle, f.opts.MaxIdleInterval)
+		case <-wake:
+			timer.Stop()
 		case <-f.notify:
 			timer.Stop()
-			idle = f.opts.Interval
 		}
 	}
 }
@@ -243,7 +254,7 @@ func (f *Flusher) RunOnce(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("shard %d: %w", shard, err))
 		}
 	}
-	f.writeStats(ctx)
+	f.writeStats(ctx, total > 0)
 	return total, errors.Join(errs...)
 }
 
@@ -306,10 +317,18 @@ func (f *Flusher) finish(ctx context.Context, sb *shardBatch) error {
 	return nil
 }
 
-// writeStats refreshes the summary dashboards read, at most once a second.
-func (f *Flusher) writeStats(ctx context.Context) {
+// writeStats refreshes the summary dashboards read. Only a flusher at work
+// writes it (at most once a second, and once more when it finds nothing
+// left), so idle processes cost Redis nothing.
+func (f *Flusher) writeStats(ctx context.Context, worked bool) {
+	if !worked && !f.statsDirty.Swap(false) {
+		return
+	}
+	if worked {
+		f.statsDirty.Store(true)
+	}
 	now := time.Now().UnixMilli()
-	if last := f.statsAt.Load(); now-last < 1000 || !f.statsAt.CompareAndSwap(last, now) {
+	if last := f.statsAt.Load(); worked && now-last < 1000 || !f.statsAt.CompareAndSwap(last, now) {
 		return
 	}
 	b, err := f.cache.Backlog(ctx)
