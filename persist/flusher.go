@@ -17,16 +17,16 @@ import (
 
 // FlusherOptions configure a Flusher; zero values take the defaults.
 type FlusherOptions struct {
-	BatchSize int           // change-log entries per transaction (default 500)
-	Interval  time.Duration // poll interval while there is work (default 100ms)
-	// MaxIdleInterval is the longest an idle flusher waits before it looks
-	// at every shard again. Idle, it waits for a wakeup: the scripts publish
+	BatchSize int // change-log entries per transaction (default 500)
+	// Interval is the longest an idle flusher waits before it looks at
+	// every shard again. Idle, it waits for a wakeup: the scripts publish
 	// on the wake channel when a shard's change log gets its first entry.
 	// The poll is the safety net for a wakeup lost while the subscription
 	// reconnected, and for the shards of a flusher that died holding their
-	// leases. Default: 15 s, or a quarter second per shard beyond 60 shards,
-	// so that an idle process costs Redis at most 4 commands a second.
-	MaxIdleInterval time.Duration
+	// leases. Default: 15 s, or a quarter second per shard beyond 60
+	// shards, so that an idle process costs Redis at most 4 commands a
+	// second. At work, a flusher passes over the shards back to back.
+	Interval        time.Duration
 	CacheTTL        time.Duration // TTL of idle, fully flushed sessions (default 24h)
 	MaxCachedEvents int           // flushed events a session keeps in Redis (default 1000)
 	LeaseTTL        time.Duration // how long a shard stays with a flusher that stopped renewing (default 15s)
@@ -38,13 +38,6 @@ func (o FlusherOptions) withDefaults() FlusherOptions {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 500
 	}
-	if o.Interval <= 0 {
-		o.Interval = 100 * time.Millisecond
-	}
-	if o.MaxIdleInterval <= 0 {
-		o.MaxIdleInterval = 15 * time.Second
-	}
-	o.MaxIdleInterval = max(o.MaxIdleInterval, o.Interval)
 	if o.CacheTTL <= 0 {
 		o.CacheTTL = 24 * time.Hour
 	}
@@ -62,6 +55,10 @@ func (o FlusherOptions) withDefaults() FlusherOptions {
 	}
 	return o
 }
+
+// minBackoff is the first wait after a failed pass; it doubles up to
+// FlusherOptions.MaxBackoff.
+const minBackoff = 100 * time.Millisecond
 
 // FlusherStats are a flusher's counters since it started.
 type FlusherStats struct {
@@ -177,7 +174,10 @@ func (f *Flusher) loop(ctx context.Context) {
 	// sends Redis nothing but that poll.
 	wake, stopWake := f.cache.Wakeups(ctx)
 	defer stopWake()
-	idle := max(f.opts.MaxIdleInterval, time.Duration(f.cache.Keys().Shards())*time.Second/4)
+	idle := f.opts.Interval
+	if idle <= 0 {
+		idle = max(15*time.Second, time.Duration(f.cache.Keys().Shards())*time.Second/4)
+	}
 	backoff := time.Duration(0)
 	var lastLog time.Time
 	for {
@@ -189,7 +189,7 @@ func (f *Flusher) loop(ctx context.Context) {
 		case err != nil:
 			f.retries.Add(1)
 			f.lastErr.Store(err.Error())
-			backoff = min(max(2*backoff, f.opts.Interval), f.opts.MaxBackoff)
+			backoff = min(max(2*backoff, minBackoff), f.opts.MaxBackoff)
 			if time.Since(lastLog) > 10*time.Second {
 				f.opts.Logger.Warn("adksession flusher: pass failed, retrying", "err", err, "backoff", backoff)
 				lastLog = time.Now()
