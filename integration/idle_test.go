@@ -75,7 +75,7 @@ func BenchmarkIdleProcesses(b *testing.B) {
 	const window = 40 * time.Second
 	for b.Loop() {
 		before := count()
-		time.Sleep(window) // the measurement is what an idle process does in this time
+		time.Sleep(window)   // the measurement is what an idle process does in this time
 		after := count() - 1 // the INFO of the first reading
 		b.ReportMetric(float64(after-before)/window.Seconds()/processes, "cmds/s/process")
 	}
