@@ -31,7 +31,10 @@ type FlusherOptions struct {
 	MaxCachedEvents int           // flushed events a session keeps in Redis (default 1000)
 	LeaseTTL        time.Duration // how long a shard stays with a flusher that stopped renewing (default 15s)
 	MaxBackoff      time.Duration // cap of the retry backoff on database errors (default 30s)
-	Logger          *slog.Logger
+	// Parallel is how many shards a pass flushes at once (default 4), each
+	// in a transaction of its own.
+	Parallel int
+	Logger   *slog.Logger
 }
 
 func (o FlusherOptions) withDefaults() FlusherOptions {
@@ -46,6 +49,9 @@ func (o FlusherOptions) withDefaults() FlusherOptions {
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 15 * time.Second
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 30 * time.Second
@@ -234,28 +240,48 @@ func (f *Flusher) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	total := 0
-	var errs []error
+	// Shards are independent (a session's changes are all in one), so up
+	// to Parallel of them are flushed at once: each batch waits on Redis
+	// and the database more than it computes.
+	var (
+		mu    sync.Mutex
+		total int
+		errs  []error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, f.opts.Parallel)
+	)
 	for shard, n := range lens {
 		if n == 0 {
 			continue
 		}
-		ok, err := f.cache.AcquireLease(ctx, shard, f.owner, f.opts.LeaseTTL)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		done, err := f.flushShard(ctx, shard)
-		total += done
-		if err != nil {
-			errs = append(errs, fmt.Errorf("shard %d: %w", shard, err))
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			done, err := f.leaseAndFlush(ctx, shard)
+			mu.Lock()
+			defer mu.Unlock()
+			total += done
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
 	}
+	wg.Wait()
 	f.writeStats(ctx, total > 0)
 	return total, errors.Join(errs...)
+}
+
+// leaseAndFlush flushes one batch of a shard if this flusher gets its lease.
+func (f *Flusher) leaseAndFlush(ctx context.Context, shard int) (int, error) {
+	ok, err := f.cache.AcquireLease(ctx, shard, f.owner, f.opts.LeaseTTL)
+	if err != nil || !ok {
+		return 0, err
+	}
+	done, err := f.flushShard(ctx, shard)
+	if err != nil {
+		err = fmt.Errorf("shard %d: %w", shard, err)
+	}
+	return done, err
 }
 
 // flushShard writes one batch of a shard's change log. What cannot be read
