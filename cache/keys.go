@@ -125,6 +125,10 @@ func (k Keys) Session(app, user, sid string) SessionKeys {
 	}
 }
 
+// Owned are the keys of the session besides its hash: what goes with it
+// when it is pruned. A new key of one session belongs here.
+func (k SessionKeys) Owned() []string { return []string{k.Events, k.Temp, k.Undo} }
+
 // AppKeys are the keys of an app's shared state; they live in their own slot.
 type AppKeys struct {
 	State   string // hash: app state

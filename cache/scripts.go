@@ -83,7 +83,8 @@ func isNoScript(err error) bool {
 // calls need no EVAL fallback.
 func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
 	for _, s := range []*redis.Script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, rewindScript,
-		flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseRenewScript, leaseReleaseScript} {
+		flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseRenewScript, leaseReleaseScript,
+		pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}

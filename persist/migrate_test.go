@@ -38,7 +38,7 @@ func TestMigrate(t *testing.T) {
 			"adk_internal_metadata", "adksession_schema_migrations", "adksession_sessions", "adksession_states",
 			"app_states", "events", "sessions", "user_states"})
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version, name FROM adksession_schema_migrations ORDER BY version`),
-			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}})
+			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"4", "tombstones"}})
 		same(t, "ADK metadata", queryStrings(t, s.db, `SELECT key, value FROM adk_internal_metadata`),
 			[][]string{{"schema_version", "1"}})
 
@@ -65,7 +65,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		must(t, err)
 		defer s.Close()
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version FROM adksession_schema_migrations ORDER BY version`),
-			[][]string{{"1"}, {"2"}})
+			[][]string{{"1"}, {"2"}, {"4"}})
 	})
 }
 
@@ -75,8 +75,8 @@ func TestOpenRefusesOtherSchemas(t *testing.T) {
 		for _, tc := range []struct {
 			name, change, want string
 		}{
-			{"older adksession", `DELETE FROM adksession_schema_migrations WHERE version = 2`, "found version 1, want 2"},
-			{"newer adksession", `INSERT INTO adksession_schema_migrations VALUES (3, 'future', '2030-01-01 00:00:00')`, "found version 3, want 2"},
+			{"older adksession", `DELETE FROM adksession_schema_migrations WHERE version = 4`, "found version 2, want 4"},
+			{"newer adksession", `INSERT INTO adksession_schema_migrations VALUES (5, 'future', '2030-01-01 00:00:00')`, "found version 5, want 4"},
 			{"other ADK schema", `UPDATE adk_internal_metadata SET value = '2'`, `found ADK schema_version "2", want "1"`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

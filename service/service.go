@@ -32,6 +32,11 @@ type Service struct {
 	loader  *loader.Loader
 	db      *persist.Store   // nil without a database
 	flusher *persist.Flusher // nil without a database or with DisableFlusher
+	prunes  pruneStats
+	// pruneHook, set by tests of this package, runs at each stage of a
+	// prune's batch ("read": candidates read; "fenced": fenced in Redis,
+	// rows not deleted yet).
+	pruneHook func(stage string)
 }
 
 // Open connects to Redis (and the database, whose schema must be migrated:
