@@ -84,7 +84,7 @@ func isNoScript(err error) bool {
 func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
 	for _, s := range []*redis.Script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, rewindScript,
 		flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseRenewScript, leaseReleaseScript,
-		pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript} {
+		pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}

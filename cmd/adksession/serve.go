@@ -95,6 +95,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 type server struct {
 	url      string // http://host:port
 	http     *http.Server
+	handler  *httpapi.Handler
 	served   chan error
 	svc      *service.Service
 	rdb      redis.UniversalClient
@@ -176,7 +177,8 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 		return nil, fmt.Errorf("listen on %s: %w", f.addr, err)
 	}
 	s.url = "http://" + ln.Addr().String()
-	s.http = &http.Server{Handler: httpapi.New(s.svc, opt), ReadHeaderTimeout: 10 * time.Second}
+	s.handler = httpapi.New(s.svc, opt)
+	s.http = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.served <- s.http.Serve(ln) }()
 	auth := ""
 	if f.authToken == "" {
@@ -188,13 +190,15 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 
 // shutdown drains in this order: HTTP server (no new requests; those in
 // flight finish) → appenders (every append came through it, so none is
-// left) → flusher (svc.Close flushes what is pending, bounded by ctx) →
-// pools (Redis and database connections, then the embedded Redis).
+// left) and the dashboard's sampler → flusher (svc.Close flushes what is
+// pending, bounded by ctx) → pools (Redis and database connections, then
+// the embedded Redis).
 func (s *server) shutdown(ctx context.Context) error {
 	herr := s.http.Shutdown(ctx)
 	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		herr = errors.Join(herr, err)
 	}
+	s.handler.Close()
 	return errors.Join(herr, s.closeStores(ctx))
 }
 

@@ -1,5 +1,7 @@
 package lua
 
+// The scripts of operations: retention (prune) and dead letters.
+
 import _ "embed"
 
 // PruneFence fences an idle session before a prune deletes its rows; see prune_fence.lua.
@@ -21,3 +23,8 @@ var PruneUser string
 //
 //go:embed prune_app.lua
 var PruneApp string
+
+// DeadLetter retries or drops one dead letter; see dead_letter.lua.
+//
+//go:embed dead_letter.lua
+var DeadLetter string

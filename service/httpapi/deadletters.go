@@ -1,0 +1,106 @@
+package httpapi
+
+import "net/http"
+
+// deadLetterJSON is one dead letter as the dashboard shows it.
+type deadLetterJSON struct {
+	Shard     int               `json:"shard"`
+	Entry     string            `json:"entry"` // its text: what retry and drop name it by
+	ID        string            `json:"id"`
+	Kind      string            `json:"kind"`
+	AppName   string            `json:"appName"`
+	UserID    string            `json:"userId"`
+	SessionID string            `json:"sessionId"`
+	Reason    string            `json:"reason"`
+	Time      float64           `json:"time"` // epoch seconds, 0 when unknown
+	Fields    map[string]string `json:"fields"`
+}
+
+// deadLetters: GET /api/deadletters?limit=N (default 50): every shard's
+// dead letters, how many and the oldest N, as
+// {"total", "shards": [{"shard", "count", "letters": [...]}]}.
+func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	shards, err := h.svc.DeadLetters(r.Context(), limit)
+	if err != nil {
+		return err
+	}
+	type shardJSON struct {
+		Shard   int              `json:"shard"`
+		Count   int64            `json:"count"`
+		Letters []deadLetterJSON `json:"letters"`
+	}
+	out := struct {
+		Total  int64       `json:"total"`
+		Shards []shardJSON `json:"shards"`
+	}{Shards: []shardJSON{}}
+	for _, sh := range shards {
+		js := shardJSON{Shard: sh.Shard, Count: sh.Count, Letters: make([]deadLetterJSON, len(sh.Letters))}
+		out.Total += sh.Count
+		for i, d := range sh.Letters {
+			js.Letters[i] = deadLetterJSON{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: d.Kind, AppName: d.AppName, UserID: d.UserID,
+				SessionID: d.SessionID, Reason: d.Reason, Fields: d.Fields}
+			if !d.Time.IsZero() {
+				js.Letters[i].Time = float64(d.Time.UnixMicro()) / 1e6
+			}
+		}
+		out.Shards = append(out.Shards, js)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// deadLetterAction is the body of POST /api/deadletters/retry and /drop.
+type deadLetterAction struct {
+	Shard *int   `json:"shard"`
+	Entry string `json:"entry"`
+}
+
+func (h *Handler) readDeadLetterAction(r *http.Request) (int, string, error) {
+	var a deadLetterAction
+	if _, err := decodeBody(r, &a); err != nil {
+		return 0, "", err
+	}
+	switch {
+	case a.Shard == nil:
+		return 0, "", badRequest("shard: required")
+	case a.Entry == "":
+		return 0, "", badRequest("entry: required (the dead letter's text, as GET /api/deadletters answers it)")
+	}
+	return *a.Shard, a.Entry, nil
+}
+
+// retryDeadLetter: POST /api/deadletters/retry {"shard", "entry"} puts
+// the dead letter's change back on its shard's change log. 404 when the
+// list no longer holds it.
+func (h *Handler) retryDeadLetter(w http.ResponseWriter, r *http.Request) error {
+	shard, entry, err := h.readDeadLetterAction(r)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.RetryDeadLetter(r.Context(), shard, entry); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"retried": true})
+	return nil
+}
+
+// dropDeadLetter: POST /api/deadletters/drop {"shard", "entry"} forgets
+// the dead letter. 404 when the list no longer holds it.
+func (h *Handler) dropDeadLetter(w http.ResponseWriter, r *http.Request) error {
+	shard, entry, err := h.readDeadLetterAction(r)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.DropDeadLetter(r.Context(), shard, entry); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dropped": true})
+	return nil
+}
