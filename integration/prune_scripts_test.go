@@ -13,10 +13,10 @@ import (
 	"github.com/adksession/adksession/lua"
 )
 
-// TestPruneScriptsRefuseBadInput runs the prune's scripts with bad
-// arguments against real Redis: each is an error reply naming the
-// argument, and the keys it was given are as they were.
-func TestPruneScriptsRefuseBadInput(t *testing.T) {
+// TestOpsScriptsRefuseBadInput runs the scripts of operations (prune, dead
+// letters) with bad arguments against real Redis: each is an error reply
+// naming the argument, and the keys it was given are as they were.
+func TestOpsScriptsRefuseBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := wbCtx(t)
 	rdb, err := cache.NewClient(testenv.RedisURL(t))
@@ -25,9 +25,10 @@ func TestPruneScriptsRefuseBadInput(t *testing.T) {
 	keys, err := cache.NewKeys(testenv.UniqueName(t, "prune-scripts-")+":", 0)
 	require.NoError(t, err)
 	k := keys.Session("app", "u", "s")
+	sk := keys.ShardKeys(k.Shard)
 	snapshot := func() map[string]string {
 		out := map[string]string{}
-		for _, key := range append([]string{k.Session, k.UserIndex, k.AppIndex, k.User}, k.Owned()...) {
+		for _, key := range append([]string{k.Session, k.UserIndex, k.AppIndex, k.User, sk.Dead, sk.Log}, k.Owned()...) {
 			v, err := rdb.Dump(ctx, key).Result()
 			if err != redis.Nil {
 				require.NoError(t, err)
@@ -41,7 +42,11 @@ func TestPruneScriptsRefuseBadInput(t *testing.T) {
 	require.NoError(t, rdb.ZAdd(ctx, k.UserIndex, redis.Z{Score: 5, Member: "s"}).Err())
 	require.NoError(t, rdb.HSet(ctx, k.User, "m:rev", 1, "m:fl", 1).Err())
 	require.NoError(t, rdb.HSet(ctx, keys.App("app").State, "m:rev", 3).Err())
+	const dead = `{"id":"1-1","fields":{"k":"c","a":"app","u":"u","i":"s","n":"1"},"reason":"r"}`
+	require.NoError(t, rdb.RPush(ctx, sk.Dead, dead).Err())
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: sk.Log, Values: []any{"k", "a"}}).Err())
 	before := snapshot()
+	deadKeys := []string{sk.Dead, sk.Log}
 
 	fenceKeys := append([]string{k.Session, k.UserIndex, k.AppIndex}, k.Owned()...)
 	good := []any{10, 1, 2, 60000, "tok", "s", cache.AppIndexMember("u", "s"), "0"}
@@ -63,6 +68,12 @@ func TestPruneScriptsRefuseBadInput(t *testing.T) {
 		{"user empty", lua.PruneUser, []string{k.User, k.UserIndex, k.AppIndex}, []any{""}, "ARGV[1]"},
 		{"user NUL", lua.PruneUser, []string{k.User, k.UserIndex, k.AppIndex}, []any{"u\x00"}, "ARGV[1]"},
 		{"app revision", lua.PruneApp, []string{keys.App("app").State}, []any{"x"}, "ARGV[1]"},
+		{"dead letter action", lua.DeadLetter, deadKeys, []any{"replay", dead, 0}, "ARGV[1]"},
+		{"dead letter empty", lua.DeadLetter, deadKeys, []any{"drop", "", 0}, "ARGV[2]"},
+		{"dead letter retry without fields", lua.DeadLetter, deadKeys, []any{"retry", dead, 0}, "ARGV[3]"},
+		{"dead letter retry, 65 fields", lua.DeadLetter, deadKeys, []any{"retry", dead, 65}, "ARGV[3]"},
+		{"dead letter drop with fields", lua.DeadLetter, deadKeys, []any{"drop", dead, 1, "k", "c"}, "ARGV[3]"},
+		{"dead letter fields missing", lua.DeadLetter, deadKeys, []any{"retry", dead, 2, "k", "c"}, "arguments after"},
 	} {
 		err := redis.NewScript(tc.script).Run(ctx, rdb, tc.keys, tc.argv...).Err()
 		require.Error(t, err, tc.name)
