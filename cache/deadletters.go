@@ -12,7 +12,7 @@ import (
 	"github.com/adksession/adksession/lua"
 )
 
-var deadLetterScript = redis.NewScript(lua.DeadLetter)
+var deadLetterScript = newScript(lua.DeadLetter)
 
 // maxDeadLetterFields bounds the fields of a change-log entry a retry puts
 // back (dead_letter.lua checks it too).
@@ -26,6 +26,7 @@ type StoredDeadLetter struct {
 	Entry  string
 	ID     string            // id the change had in the change log
 	Fields map[string]string // the change-log entry (k, a, u, i, ...)
+	Unit   string            // what was refused: DeadEntry, DeadEvent, DeadSession, ...
 	Reason string
 	Time   string // when it was dead-lettered (RFC 3339)
 }
@@ -78,6 +79,7 @@ func parseDeadLetter(shard int, entry string) StoredDeadLetter {
 	var v struct {
 		ID     string         `json:"id"`
 		Fields map[string]any `json:"fields"`
+		Unit   string         `json:"unit"`
 		Reason string         `json:"reason"`
 		Time   string         `json:"time"`
 	}
@@ -85,7 +87,7 @@ func parseDeadLetter(shard int, entry string) StoredDeadLetter {
 		d.Reason = "unreadable dead letter: " + err.Error()
 		return d
 	}
-	d.ID, d.Reason, d.Time = v.ID, v.Reason, v.Time
+	d.ID, d.Unit, d.Reason, d.Time = v.ID, v.Unit, v.Reason, v.Time
 	if len(v.Fields) > 0 {
 		d.Fields = make(map[string]string, len(v.Fields))
 		for k, f := range v.Fields {

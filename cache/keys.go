@@ -45,8 +45,11 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:r:<app>:<user>:<sid>", "hash", "as the session hash",
 		"create.lua (m:from, c), append.lua and rewind.lua (while m:from is set); delete.lua; flusher trims <seq> fields (and the i:<inv> they name) below the cached tail and raises m:from",
 		"rewind.lua: m:from = oldest seq undo records cover, c = create-time session state (JSON object), a:<file> = current artifact version, i:<inv> = seq of the invocation's first event, <seq> = JSON {i: invocation when first, s: [key, previous JSON value or false], a: [file, previous version or false]}"},
-	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed; CacheTTL once flushed and idle",
-		"create.lua, append.lua (user: keys); prune_user.lua deletes it", "get.lua, GetUserState: m:rev, s:<key> without \"user:\""},
+	{"<ns>adk:{<shard>}:i:<app>:<user>:<sid>", "zset", "as the session hash",
+		"create.lua and delete.lua (remove it), append.lua, hydrate.lua; flusher trims it with the events; prune_fence.lua deletes it",
+		"append.lua: member = event id, score = its seq; holds exactly the ids of the cached events (a retried event id is answered with the stored event)"},
+	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed (or while its revision is dead-lettered); CacheTTL once flushed and idle",
+		"create.lua, append.lua (user: keys); flusher (m:fl, m:dl); prune_user.lua deletes it", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; flusher: m:fl = revision in the database, m:dl = revision dead-lettered"},
 	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash (flushed.lua gives both CacheTTL together)",
 		"create.lua, append.lua, delete.lua, rewind.lua; hydrate_index.lua rebuilds it from the database and the app index; prune_fence.lua, prune_unfence.lua, prune_user.lua",
 		"List of a user, Create: member = session id, score = last update µs; member \"\" (score 0) = the index lists every session of the user (without it, with a database, it is rebuilt)"},
@@ -55,11 +58,11 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:log", "stream", "none; entries deleted once flushed",
 		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), e (event id)"},
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
-		"flusher", "flusher: id of the flusher draining this shard"},
+		"flusher (lease_acquire.lua, lease_release.lua)", "flusher: id of the flusher draining this shard"},
 	{"<ns>adk:{<shard>}:dead", "list", "none; operators inspect and remove entries",
-		"flusher", "operators, dashboards: change-log entries the database rejected for good, as JSON {id, fields, reason, time}"},
+		"flusher (ack.lua)", "operators, dashboards: what the flusher gave up on, as JSON {id, fields (of the change-log entry), unit, reason, time}; unit is entry, event (+ seq, event or member), session (+ events_written), user state or app state (+ rev, state)"},
 	{"<ns>adk:{a:<app>}:a", "hash", "none",
-		"app_apply.lua; prune_app.lua deletes it", "Get, List: m:rev, s:<key> without \"app:\""},
+		"app_apply.lua; flusher (m:dl); prune_app.lua deletes it", "Get, List: m:rev, s:<key> without \"app:\"; flusher: m:dl = revision dead-lettered"},
 	{"<ns>adk:{a:<app>}:ap", "zset", "none; members older than 7 days trimmed",
 		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
 	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
@@ -105,6 +108,7 @@ type SessionKeys struct {
 	AppIndex  string // zset: the app's sessions in this shard
 	Log       string // stream: the shard's change log
 	Undo      string // hash: what undoes each event, first seq of each invocation (rewind.lua)
+	EventIDs  string // zset: ids of the cached events, score = seq
 }
 
 // Session returns the keys of session (app, user, sid).
@@ -122,12 +126,13 @@ func (k Keys) Session(app, user, sid string) SessionKeys {
 		AppIndex:  k.AppIndex(shard, app),
 		Log:       t + "log",
 		Undo:      t + "r:" + au + ":" + Escape(sid),
+		EventIDs:  t + "i:" + au + ":" + Escape(sid),
 	}
 }
 
 // Owned are the keys of the session besides its hash: what goes with it
 // when it is pruned. A new key of one session belongs here.
-func (k SessionKeys) Owned() []string { return []string{k.Events, k.Temp, k.Undo} }
+func (k SessionKeys) Owned() []string { return []string{k.Events, k.Temp, k.Undo, k.EventIDs} }
 
 // AppKeys are the keys of an app's shared state; they live in their own slot.
 type AppKeys struct {

@@ -24,6 +24,7 @@ func TestKeys(t *testing.T) {
 		{"Events", s.Events, "ns:adk:{7}:e:app:user:sid"},
 		{"Temp", s.Temp, "ns:adk:{7}:t:app:user:sid"},
 		{"Undo", s.Undo, "ns:adk:{7}:r:app:user:sid"},
+		{"EventIDs", s.EventIDs, "ns:adk:{7}:i:app:user:sid"},
 		{"User", s.User, "ns:adk:{7}:u:app:user"},
 		{"UserIndex", s.UserIndex, "ns:adk:{7}:us:app:user"},
 		{"AppIndex", s.AppIndex, "ns:adk:{7}:as:app"},
@@ -71,7 +72,7 @@ func TestSessionKeysShareHashTag(t *testing.T) {
 	for _, id := range [][3]string{{"a", "b", "c"}, {"{x}", "}y{", "{}"}, {"a:b", "c", "d"}, {"", "", ""}} {
 		s := k.Session(id[0], id[1], id[2])
 		want := hashTag(s.Session)
-		for _, key := range []string{s.Events, s.Temp, s.Undo, s.User, s.UserIndex, s.AppIndex, s.Log} {
+		for _, key := range []string{s.Events, s.Temp, s.Undo, s.EventIDs, s.User, s.UserIndex, s.AppIndex, s.Log} {
 			require.Equal(t, want, hashTag(key), key)
 			require.Equal(t, 1, strings.Count(key, "{"), key)
 			require.Equal(t, 1, strings.Count(key, "}"), key)

@@ -16,10 +16,10 @@ import (
 // whose last session went. Each call is one pipeline of scripts, one per
 // session, user or app, so a batch costs one round trip per kind.
 var (
-	pruneFenceScript   = redis.NewScript(lua.PruneFence)
-	pruneUnfenceScript = redis.NewScript(lua.PruneUnfence)
-	pruneUserScript    = redis.NewScript(lua.PruneUser)
-	pruneAppScript     = redis.NewScript(lua.PruneApp)
+	pruneFenceScript   = newScript(lua.PruneFence)
+	pruneUnfenceScript = newScript(lua.PruneUnfence)
+	pruneUserScript    = newScript(lua.PruneUser)
+	pruneAppScript     = newScript(lua.PruneApp)
 )
 
 // FenceRef names a session to fence, with what the database holds of it.
@@ -120,7 +120,7 @@ func (s *Store) AppIndexed(ctx context.Context, app string) (bool, error) {
 // DropApp drops the cached state of an app whose state row (at revision
 // rev) a prune deleted (prune_app.lua), unless it holds another revision.
 func (s *Store) DropApp(ctx context.Context, app string, rev int64) (bool, error) {
-	n, err := pruneAppScript.Run(ctx, s.rdb, []string{s.keys.App(app).State}, rev).Int64()
+	n, err := s.run(ctx, pruneAppScript, []string{s.keys.App(app).State}, rev).Int64()
 	if err != nil {
 		return false, fmt.Errorf("drop app state of %s: %w", app, err)
 	}
@@ -131,10 +131,11 @@ func (s *Store) DropApp(ctx context.Context, app string, rev int64) (bool, error
 // arguments args(i) gives, and returns the replies in order. It uses
 // EVALSHA, and EVAL for every call again when Redis lost the script (the
 // prune's scripts are idempotent).
-func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, args func(i int) ([]string, []any)) ([]*redis.Cmd, error) {
+func (s *Store) pipelined(ctx context.Context, x *script, n int, args func(i int) ([]string, []any)) ([]*redis.Cmd, error) {
 	if n == 0 {
 		return nil, nil
 	}
+	script := s.pick(x)
 	run := func(eval bool) ([]*redis.Cmd, error) {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, n)
@@ -147,6 +148,9 @@ func (s *Store) pipelined(ctx context.Context, script *redis.Script, n int, args
 			}
 		}
 		_, err := pipe.Exec(ctx)
+		for _, c := range cmds {
+			fullError(c)
+		}
 		return cmds, err
 	}
 	cmds, err := run(false)

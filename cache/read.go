@@ -10,10 +10,12 @@ import (
 )
 
 // EventRecord is a cached event: its sequence number, timestamp (µs, the
-// authoritative one) and JSON.
+// authoritative one) and JSON. ID is its id where the caller knows it
+// (events read from the database, to hydrate).
 type EventRecord struct {
 	Seq, Ts int64
 	JSON    string
+	ID      string
 }
 
 // Snapshot is a session as cached: meta, state by scope, events, temp state.
@@ -169,6 +171,10 @@ func parseMember(member, score string) (EventRecord, error) {
 	return EventRecord{Seq: n, Ts: int64(ts), JSON: js}, nil
 }
 
+// maxScore is the largest timestamp µs the scripts take: a Lua number holds
+// every integer up to 2^53 exactly.
+const maxScore = 1<<53 - 1
+
 // GetArgs select what Get reads.
 type GetArgs struct {
 	App, User, SID string
@@ -184,7 +190,8 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
 	after := ""
 	if a.After >= 0 {
-		after = strconv.FormatInt(a.After, 10)
+		// Stored timestamps are below 2^53 µs (the scripts refuse others).
+		after = strconv.FormatInt(min(a.After, maxScore), 10)
 	}
 	keys := []string{k.Session, k.Events, k.Temp, k.User}
 	args := []any{after, a.NumRecent, a.InvocationID, boolArg(s.durable)}
@@ -193,9 +200,9 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
 		if attempt == 0 {
-			script = getScript.EvalSha(ctx, pipe, keys, args...)
+			script = s.pick(getScript).EvalSha(ctx, pipe, keys, args...)
 		} else {
-			script = getScript.Eval(ctx, pipe, keys, args...)
+			script = s.pick(getScript).Eval(ctx, pipe, keys, args...)
 		}
 		app = pipe.HGetAll(ctx, s.keys.App(a.App).State)
 		_, err := pipe.Exec(ctx)

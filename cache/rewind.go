@@ -42,11 +42,13 @@ type RewindArgs struct {
 	App, User, SID string
 	Before         string // the invocation to rewind before
 	InvocationID   string // of the rewind event
+	EventID        string // of the rewind event
 	Ts             int64  // µs
-	// EventHead and EventTail are the rewind event's JSON around its deltas:
-	// EventHead ends with `"stateDelta":`, EventTail follows the artifact
-	// delta's value.
-	EventHead, EventTail string
+	// EventPre, EventMid and EventTail are the rewind event's JSON around
+	// its timestamp and its deltas: EventPre ends with `"timestamp":`,
+	// EventMid follows the timestamp's value and ends with `"stateDelta":`,
+	// EventTail follows the artifact delta's value.
+	EventPre, EventMid, EventTail string
 	// Computed, when set, is the delta to write instead of the one the undo
 	// records give; refused with ErrStale when the session moved past Rev.
 	Computed *RewindDelta
@@ -64,7 +66,7 @@ type RewindResult struct {
 // ErrInvocationNotFound, *UndoIncompleteError, ErrStale (only with Computed).
 func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.Before, a.InvocationID, a.Ts, a.EventHead, a.EventTail, boolArg(s.durable), a.App, a.User, a.SID}
+	args := []any{a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, boolArg(s.durable), a.App, a.User, a.SID, a.EventID}
 	if a.Computed == nil {
 		args = append(args, "")
 	} else {
@@ -72,7 +74,7 @@ func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error)
 		args = appendPairs(args, a.Computed.State)
 		args = appendPairs(args, a.Computed.Artifacts)
 	}
-	v, err := s.write(ctx, rewindScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo}, args...).Slice()
+	v, err := s.write(ctx, rewindScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("rewind script: %w", err)
 	}

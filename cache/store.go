@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,8 @@ type Store struct {
 	appliedRetention time.Duration
 	waitReplicas     int
 	waitTimeout      time.Duration
+	// bare: the server cannot compile the scripts' shebang lines (see LoadScripts).
+	bare atomic.Bool
 }
 
 // Options configure a Store.
@@ -103,7 +106,7 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
-	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
+	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
@@ -114,6 +117,13 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 // state is applied (once).
 func CreateChangeID(incarnation int64, user, sid string) string {
 	return "c/" + strconv.FormatInt(incarnation, 10) + "/" + Escape(user) + ":" + Escape(sid)
+}
+
+// AppendChangeID is the id under which the app part of an event's state
+// delta is applied (once): unique across the app's sessions and their
+// incarnations, whatever ids the events carry.
+func AppendChangeID(incarnation int64, user, sid, eventID string) string {
+	return "e/" + strconv.FormatInt(incarnation, 10) + "/" + AppIndexMember(user, sid) + "/" + eventID
 }
 
 // ApplyApp applies an app-state delta once per id (event id or create id);
@@ -139,13 +149,20 @@ func (s *Store) ApplyApp(ctx context.Context, app, id string, pairs []Pair) erro
 type AppendArgs struct {
 	App, User, SID string
 	HandleRev      int64 // last seq the caller's handle has seen
+	Incarnation    int64 // incarnation of the session the handle was read from
 	Concurrent     bool  // apply even when the handle is behind
 	HandleLastTs   int64 // µs of the handle's last event, 0 when it has none
 	Ts             int64 // event timestamp µs
 	InvocationID   string
 	EventID        string
-	Event          string // the event JSON as stored
-	Delta          StateDelta
+	// CheckID: the caller chose EventID and the database was not asked
+	// whether the session holds it (see ErrCheckEventID).
+	CheckID bool
+	// EventPre and EventPost are the event's JSON as stored, before and
+	// after the value of its top-level "timestamp": the script writes the
+	// stored time between them.
+	EventPre, EventPost string
+	Delta               StateDelta
 	// Artifacts are the event's session-scoped artifact versions (file
 	// name, version): what a rewind restores.
 	Artifacts []Pair
@@ -159,10 +176,22 @@ type AppendResult struct {
 	CaughtUp *Snapshot
 }
 
-// Append appends an event. Errors: ErrNotCached, ErrDeleted, ErrStale,
-// ErrUserNotCached, ErrIncomplete. The app part of the delta is not applied
-// here (see ApplyApp).
-func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error) {
+// DuplicateEventError is Append's answer when the session already holds an
+// event with the event's id: nothing was written. Stored is that event,
+// or nil when Redis no longer caches it (it is in the database).
+type DuplicateEventError struct {
+	Stored *EventRecord
+}
+
+func (e *DuplicateEventError) Error() string {
+	return "adksession: the session holds an event with this id"
+}
+
+// Unwrap makes errors.Is(err, ErrDuplicateEvent) hold.
+func (e *DuplicateEventError) Unwrap() error { return ErrDuplicateEvent }
+
+// appendCommand is append.lua's KEYS and ARGV for a (see its header).
+func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	k := s.keys.Session(a.App, a.User, a.SID)
 	bound := ""
 	if a.Concurrent {
@@ -171,17 +200,52 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 			bound = "(" + strconv.FormatInt(a.HandleLastTs, 10)
 		}
 	}
-	args := []any{a.HandleRev, bound, a.Ts, a.InvocationID, a.Event, s.tempTTL.Milliseconds(), boolArg(s.durable),
-		a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID}
+	args := make([]any, 0, 19+2*(len(a.Delta.Session)+len(a.Delta.User)+len(a.Delta.Temp)+len(a.Artifacts)))
+	args = append(args, a.HandleRev, a.Incarnation, bound, a.Ts, a.InvocationID, a.EventPre, a.EventPost,
+		s.tempTTL.Milliseconds(), boolArg(s.durable), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	args = appendPairs(args, a.Delta.Temp)
 	args = appendPairs(args, a.Artifacts)
-	v, err := s.write(ctx, appendScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo}, args...).Slice()
+	return []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}, args
+}
+
+// AppendCommand is the EVALSHA of append.lua (after "EVALSHA <sha>": the
+// number of keys, the keys, the arguments) that Append sends for a, for
+// tools that measure the script on its own (redis-benchmark).
+func (s *Store) AppendCommand(a AppendArgs) []string {
+	keys, args := s.appendCommand(a)
+	out := append([]string{strconv.Itoa(len(keys))}, keys...)
+	for _, v := range args {
+		out = append(out, fmt.Sprint(v))
+	}
+	return out
+}
+
+// Append appends an event. Errors: ErrNotCached, ErrDeleted, ErrStale,
+// ErrUserNotCached, ErrIncomplete, *DuplicateEventError, ErrCheckEventID.
+// The app part of the delta is not applied here (see ApplyApp).
+func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error) {
+	keys, args := s.appendCommand(a)
+	v, err := s.write(ctx, appendScript, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("append script: %w", err)
 	}
 	code := v[0].(int64)
+	switch code {
+	case codeDuplicate:
+		dup := &DuplicateEventError{}
+		if len(v) == 3 {
+			rec, err := parseMember(v[1].(string), v[2].(string))
+			if err != nil {
+				return nil, fmt.Errorf("append script: stored event: %w", err)
+			}
+			dup.Stored = &rec
+		}
+		return nil, dup
+	case codeCheckID:
+		return nil, ErrCheckEventID
+	}
 	if err := codeError(code, ErrNotCached); err != nil {
 		if code == codeStale {
 			return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
@@ -203,7 +267,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
 	args := []any{boolArg(s.durable), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
-	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo}, args...).Int64Slice()
+	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)
 	}

@@ -74,18 +74,25 @@ func measureCeiling(b *testing.B, svc *service.Service, redisURL, ns string, con
 	keys, err := cache.NewKeys(ns, 0)
 	require.NoError(b, err)
 	k := keys.Session(app, user, sid)
-	// KEYS and ARGV as cache.Store.Append passes them (see append.lua's header).
-	cmd := []string{"EVALSHA", sha, "7", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo,
-		"0", "", strconv.FormatInt(stored.Timestamp.UnixMicro(), 10), stored.InvocationID, string(blob),
-		strconv.FormatInt(time.Hour.Milliseconds(), 10), "0", app, user, sid, "", stored.ID,
-		"1", "counter", "1", "0", "0", "0"}
+	inc, err := rdb.HGet(ctx, k.Session, "m:inc").Int64()
+	require.NoError(b, err)
+	// KEYS and ARGV as cache.Store.Append passes them.
+	pre, post, err := cache.SplitTimestamp(blob)
+	require.NoError(b, err)
+	store := cache.NewStore(rdb, cache.Options{Keys: keys})
+	call := store.AppendCommand(cache.AppendArgs{App: app, User: user, SID: sid, Incarnation: inc,
+		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
+		EventPre: pre, EventPost: post, Delta: cache.StateDelta{Session: []cache.Pair{{Key: "counter", Value: "1"}}}})
+	cmd := append([]string{"EVALSHA", sha}, call...)
+	nkeys, err := strconv.Atoi(call[0])
+	require.NoError(b, err)
 
 	// One call by hand: the script must take the common path ({0, seq, ts}).
-	args := make([]any, 0, len(cmd)-10)
-	for _, a := range cmd[10:] {
+	args := make([]any, 0, len(call))
+	for _, a := range call[1+nkeys:] {
 		args = append(args, a)
 	}
-	res, err := rdb.EvalSha(ctx, sha, cmd[3:10], args...).Int64Slice()
+	res, err := rdb.EvalSha(ctx, sha, call[1:1+nkeys], args...).Int64Slice()
 	require.NoError(b, err)
 	require.Equal(b, []int64{0, 1}, res[:2], "ceiling script did not append")
 

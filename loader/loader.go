@@ -180,7 +180,7 @@ func records(rows []persist.EventRow) ([]cache.EventRecord, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = cache.EventRecord{Seq: r.Seq, Ts: r.Timestamp.UnixMicro(), JSON: string(js)}
+		out[i] = cache.EventRecord{Seq: r.Seq, Ts: r.Timestamp.UnixMicro(), JSON: string(js), ID: r.ID}
 	}
 	return out, nil
 }

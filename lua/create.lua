@@ -1,4 +1,6 @@
+#!lua
 -- create.lua: creates a session, atomically refusing an existing id.
+-- The shebang (no flags) makes Redis refuse a create as a whole, before any write, when it is full (OOM).
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
@@ -8,7 +10,8 @@
 -- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
 -- KEYS[7] -> change log       <ns>adk:{shard}:log
 -- KEYS[8] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
--- ARGV[1] -> create time in µs (also the incarnation of this id)
+-- KEYS[9] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
+-- ARGV[1] -> create time in µs, in [0, 2^53) (also the incarnation of this id)
 -- ARGV[2] -> "1" when a database backs Redis (write the change log; missing user state means evicted)
 -- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw, for the change log and the user index)
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
@@ -16,8 +19,18 @@
 -- ARGV[8] -> number of session-state pairs S, then S pairs (key, JSON value)
 -- ARGV[9+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
 -- Returns {0} created, {-1} the id exists, {-4} the user's state is not cached (load it, then retry).
+-- Bad arguments are an error reply, with nothing written.
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local ct, durable = ARGV[1], ARGV[2] == '1'
+local undo, ids = KEYS[8], KEYS[9]
+
+local ct = int(argv_int(1, 0, MAX_INT - 1))
+local durable = ARGV[2] == '1'
+local svals, s, i = argv_pairs(8, 's:')
+local uvals, u
+uvals, u, i = argv_pairs(i, 's:')
+if i - 1 ~= #ARGV then
+  fail('create: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+end
 
 if redis.call('EXISTS', sess) == 1 then
   if redis.call('HGET', sess, 'm:del') ~= '1' then
@@ -29,36 +42,21 @@ if durable and redis.call('EXISTS', user) == 0 then
 end
 
 -- A tombstone (a delete not yet flushed) is replaced by the new incarnation.
-redis.call('DEL', sess, events, temp, KEYS[8])
+redis.call('DEL', sess, events, temp, undo, ids)
 
-local fields = {'m:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0}
-local n = tonumber(ARGV[8])
-local i = 9
-for _ = 1, n do
-  fields[#fields + 1] = 's:' .. ARGV[i]
-  fields[#fields + 1] = ARGV[i + 1]
-  i = i + 2
-end
-redis.call('HSET', sess, unpack(fields))
+redis.call('HSET', sess, 'm:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0)
+chunked('HSET', sess, svals)
 
 -- Rewind bookkeeping starts with the first event; the create-time state is what rewinding before it restores.
 local c = {}
-for j = 0, n - 1 do
-  c[#c + 1] = cjson.encode(ARGV[9 + 2 * j]) .. ':' .. ARGV[10 + 2 * j]
+for j = 1, s do
+  c[j] = cjson.encode(string.sub(svals[2 * j - 1], 3)) .. ':' .. svals[2 * j]
 end
-redis.call('HSET', KEYS[8], 'm:from', 1, 'c', '{' .. table.concat(c, ',') .. '}')
+redis.call('HSET', undo, 'm:from', 1, 'c', '{' .. table.concat(c, ',') .. '}')
 
 redis.call('HSETNX', user, 'm:rev', 0)
-local u = tonumber(ARGV[i])
-i = i + 1
 if u > 0 then
-  local ufields = {}
-  for _ = 1, u do
-    ufields[#ufields + 1] = 's:' .. ARGV[i]
-    ufields[#ufields + 1] = ARGV[i + 1]
-    i = i + 2
-  end
-  redis.call('HSET', user, unpack(ufields))
+  chunked('HSET', user, uvals)
   redis.call('HINCRBY', user, 'm:rev', 1)
 end
 

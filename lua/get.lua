@@ -10,8 +10,13 @@
 -- ARGV[4] -> "1" when a database backs Redis (a missing user hash means evicted or flushed away)
 -- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat)};
 --         {-1} not cached, {-2} deleted, {-4} user state not cached, {-5} cache incomplete (evicted keys).
+-- Bad arguments are an error reply.
 -- Cost: O(log n + k) for n cached events and k returned.
 local sess, events, temp, user = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local after, n = ARGV[1], argv_int(2, 0, MAX_INT)
+if after ~= '' then
+  after = int(argv_int(1, 0, MAX_INT))
+end
 
 local h = redis.call('HGETALL', sess)
 if #h == 0 then
@@ -28,7 +33,6 @@ if ARGV[4] == '1' and redis.call('EXISTS', user) == 0 then
   return {-4}
 end
 
-local after, n = ARGV[1], tonumber(ARGV[2])
 local ev
 if after == '' and n == 0 then
   ev = redis.call('ZRANGE', events, 0, -1, 'WITHSCORES')

@@ -3,53 +3,64 @@
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
+-- KEYS[3] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
 -- ARGV[6] -> number of state pairs S, then S pairs (key, JSON value)
--- then E, then E triples (seq, timestamp µs, event JSON), ascending
+-- then E, then E quadruples (seq, timestamp µs, event id, event JSON), ascending and consecutive, the last
+-- one's seq = ARGV[4]
 -- The indexes are left alone: a session in the database is in the user index
 -- while that index is complete, and app listings read it from the database.
 -- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone).
-local sess, events = KEYS[1], KEYS[2]
+-- Bad arguments are an error reply, with nothing written.
+local sess, events, ids = KEYS[1], KEYS[2], KEYS[3]
+
+local inc = int(argv_int(1, 0, MAX_INT))
+local ct = int(argv_int(2, 0, MAX_INT))
+local ut = int(argv_int(3, 0, MAX_INT))
+local rev = argv_int(4, 0, MAX_INT)
+local ttl = argv_int(5, 1, MAX_INT)
+local svals, _, i = argv_pairs(6, 's:')
+local n = argv_int(i, 0, MAX_INT)
+if i + 4 * n ~= #ARGV then
+  fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 4 * n) .. ' expected')
+end
+local first = rev + 1
+local members, idlist = {}, {}
+for j = 1, n do
+  local at = i + 4 * j - 3
+  local seq = argv_int(at, 1, MAX_INT)
+  local ts = int(argv_int(at + 1, 0, MAX_INT - 1))
+  if seq ~= rev - n + j then
+    fail('hydrate: event ' .. j .. ' of ' .. n .. ' has seq ' .. seq .. ', want ' .. (rev - n + j))
+  end
+  if j == 1 then
+    first = seq
+  end
+  members[2 * j - 1], members[2 * j] = ts, int(seq) .. ':' .. ARGV[at + 3]
+  idlist[2 * j - 1], idlist[2 * j] = int(seq), ARGV[at + 2]
+end
+
 local meta = redis.call('HMGET', sess, 'm:rev', 'm:del', 'm:cnt')
 if meta[2] == '1' then
   return 0
 end
-if meta[1] and redis.call('ZCARD', events) == tonumber(meta[3]) then
+local cnt = tonumber(meta[3])
+if meta[1] and redis.call('ZCARD', events) == cnt and redis.call('ZCARD', ids) == cnt then
   return 0
 end
--- Missing, or partly evicted: replace whatever is left.
-redis.call('DEL', sess, events)
+-- Missing, or partly evicted: replace whatever is left (keys with a TTL hold only flushed data).
+redis.call('DEL', sess, events, ids)
 
-local rev = tonumber(ARGV[4])
-local fields = {'m:inc', ARGV[1], 'm:ct', ARGV[2], 'm:ut', ARGV[3], 'm:rev', ARGV[4], 'm:fl', ARGV[4]}
-local i = 7
-for _ = 1, tonumber(ARGV[6]) do
-  fields[#fields + 1] = 's:' .. ARGV[i]
-  fields[#fields + 1] = ARGV[i + 1]
-  i = i + 2
-end
-local n = tonumber(ARGV[i])
-i = i + 1
-local first = rev + 1
+redis.call('HSET', sess, 'm:inc', inc, 'm:ct', ct, 'm:ut', ut, 'm:rev', int(rev), 'm:fl', int(rev),
+  'm:first', int(first), 'm:cnt', int(n))
+chunked('HSET', sess, svals)
+chunked('ZADD', events, members)
+chunked('ZADD', ids, idlist)
+redis.call('PEXPIRE', sess, ttl)
 if n > 0 then
-  first = tonumber(ARGV[i])
-  local members = {}
-  for _ = 1, n do
-    members[#members + 1] = ARGV[i + 1]
-    members[#members + 1] = ARGV[i] .. ':' .. ARGV[i + 2]
-    i = i + 3
-  end
-  redis.call('ZADD', events, unpack(members))
-end
-fields[#fields + 1] = 'm:first'
-fields[#fields + 1] = first
-fields[#fields + 1] = 'm:cnt'
-fields[#fields + 1] = n
-redis.call('HSET', sess, unpack(fields))
-redis.call('PEXPIRE', sess, ARGV[5])
-if n > 0 then
-  redis.call('PEXPIRE', events, ARGV[5])
+  redis.call('PEXPIRE', events, ttl)
+  redis.call('PEXPIRE', ids, ttl)
 end
 return 1

@@ -9,10 +9,15 @@
 -- A session Redis holds is indexed at its own update time (it may have unflushed events), one deleted in
 -- Redis (tombstone) not at all; a session already indexed keeps its score (an append wrote it).
 -- Returns the number of sessions added.
-local index, ttl = KEYS[1], ARGV[1]
+local index, ttl = KEYS[1], argv_int(1, 1, MAX_INT)
 local n = #KEYS - 1
 if #ARGV ~= 2 * n + 1 then
-  return redis.error_reply('hydrate_index.lua: want 2 arguments per session key')
+  fail('hydrate_index: want 2 arguments per session key')
+end
+for i = 1, n do
+  if ARGV[2 * i + 1] ~= '' then
+    argv_int(2 * i + 1, 0, MAX_INT)
+  end
 end
 local keep = redis.call('PTTL', index) == -1
 

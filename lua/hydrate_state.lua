@@ -6,19 +6,24 @@
 -- ARGV[2] -> TTL in ms ("" = none)
 -- ARGV[3] -> number of pairs P, then P pairs (key without prefix, JSON value)
 -- Returns 1 hydrated, 0 when Redis already holds the state.
+-- Bad arguments are an error reply, with nothing written.
 local state = KEYS[1]
+local rev = int(argv_int(1, 0, MAX_INT))
+local ttl = ARGV[2]
+if ttl ~= '' then
+  ttl = argv_int(2, 1, MAX_INT)
+end
+local fields, _, i = argv_pairs(3, 's:')
+if i - 1 ~= #ARGV then
+  fail('hydrate_state: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+end
+
 if redis.call('EXISTS', state) == 1 then
   return 0
 end
-local fields = {'m:rev', ARGV[1], 'm:fl', ARGV[1]}
-local i = 4
-for _ = 1, tonumber(ARGV[3]) do
-  fields[#fields + 1] = 's:' .. ARGV[i]
-  fields[#fields + 1] = ARGV[i + 1]
-  i = i + 2
-end
-redis.call('HSET', state, unpack(fields))
-if ARGV[2] ~= '' then
-  redis.call('PEXPIRE', state, ARGV[2])
+redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev)
+chunked('HSET', state, fields)
+if ttl ~= '' then
+  redis.call('PEXPIRE', state, ttl)
 end
 return 1

@@ -1,7 +1,13 @@
 // Package lua holds adksession's Redis scripts, one file per script, each
-// starting with its contract (KEYS, ARGV, returns). Every script receives all
+// starting with its contract (KEYS, ARGV, returns). The write-behind's own
+// scripts start with the Redis 7 shebang "#!lua flags=allow-oom", so that
+// they run when Redis is full, and the scripts that add data with "#!lua",
+// so that a full Redis refuses them before their first write (package cache
+// runs them without it on servers that cannot compile it). Every script receives all
 // its keys in KEYS and touches keys of one hash slot only, so the same scripts
-// run on standalone Redis and on Redis Cluster. Package cache wraps them.
+// run on standalone Redis and on Redis Cluster. lib.lua (input checks,
+// commands in chunks that Lua's unpack can take) is put in front of each.
+// Package cache wraps them.
 package lua
 
 import (
@@ -9,79 +15,101 @@ import (
 	"strings"
 )
 
-// Create creates a session; see create.lua.
-//
-//go:embed create.lua
-var Create string
+//go:embed lib.lua
+var lib string
 
-// Append appends an event and applies its state delta; see append.lua.
-//
-//go:embed append.lua
-var Append string
-
-// Get reads a session with a window of events; see get.lua.
-//
-//go:embed get.lua
-var Get string
-
-// Delete deletes a session; see delete.lua.
-//
-//go:embed delete.lua
-var Delete string
-
-// EndInvocation drops an invocation's temp state; see end_invocation.lua.
-//
-//go:embed end_invocation.lua
-var EndInvocation string
-
-// AppApply applies an app-state delta once; see app_apply.lua.
-//
-//go:embed app_apply.lua
-var AppApply string
-
-// Flushed records what the flusher wrote; see flushed.lua.
-//
-//go:embed flushed.lua
-var Flushed string
-
-// Hydrate puts a session read from the database back; see hydrate.lua.
-//
-//go:embed hydrate.lua
-var Hydrate string
-
-// HydrateState puts user or app state read from the database back; see hydrate_state.lua.
-//
-//go:embed hydrate_state.lua
-var HydrateState string
-
-// HydrateIndex completes a user's session index that Redis lost; see hydrate_index.lua.
-//
-//go:embed hydrate_index.lua
-var HydrateIndex string
-
-// LeaseRenew renews a flusher's shard lease; see lease_renew.lua.
-//
-//go:embed lease_renew.lua
-var LeaseRenew string
-
-// LeaseRelease gives up a flusher's shard lease; see lease_release.lua.
-//
-//go:embed lease_release.lua
-var LeaseRelease string
-
-// Rewind appends a rewind event restoring an earlier state; see rewind.lua.
-//
-//go:embed rewind.lua
-var Rewind string
-
-// AppendCeiling is append.lua with the handle's revision read from the
-// session instead of ARGV[1], so that any number of calls with the same
-// arguments append: the same Redis work as an append, for measuring the
-// ceiling (redis-benchmark EVALSHA) that benchmarks compare against.
-func AppendCeiling() string {
-	const from, to = "local handle = tonumber(ARGV[1])", "local handle = rev"
-	if strings.Count(Append, from) != 1 {
-		panic("lua/append.lua no longer reads the handle's revision from ARGV[1]: update AppendCeiling")
+// withLib puts lib.lua in front of a script's text, after its shebang line
+// (a Redis 7 "#!lua flags=..." line must stay first).
+func withLib(script string) string {
+	if strings.HasPrefix(script, "#!") {
+		line, rest, _ := strings.Cut(script, "\n")
+		return line + "\n" + lib + rest
 	}
-	return strings.Replace(Append, from, to, 1)
+	return lib + script
+}
+
+var (
+	//go:embed create.lua
+	createSrc string
+	//go:embed append.lua
+	appendSrc string
+	//go:embed get.lua
+	getSrc string
+	//go:embed delete.lua
+	deleteSrc string
+	//go:embed end_invocation.lua
+	endInvocationSrc string
+	//go:embed app_apply.lua
+	appApplySrc string
+	//go:embed flushed.lua
+	flushedSrc string
+	//go:embed hydrate.lua
+	hydrateSrc string
+	//go:embed hydrate_state.lua
+	hydrateStateSrc string
+	//go:embed hydrate_index.lua
+	hydrateIndexSrc string
+	//go:embed lease_acquire.lua
+	leaseAcquireSrc string
+	//go:embed ack.lua
+	ackSrc string
+	//go:embed state_dead.lua
+	stateDeadSrc string
+	//go:embed lease_release.lua
+	leaseReleaseSrc string
+	//go:embed rewind.lua
+	rewindSrc string
+)
+
+// The scripts, each with lib.lua in front.
+var (
+	// Create creates a session; see create.lua.
+	Create = withLib(createSrc)
+	// Append appends an event and applies its state delta; see append.lua.
+	Append = withLib(appendSrc)
+	// Get reads a session with a window of events; see get.lua.
+	Get = withLib(getSrc)
+	// Delete deletes a session; see delete.lua.
+	Delete = withLib(deleteSrc)
+	// EndInvocation drops an invocation's temp state; see end_invocation.lua.
+	EndInvocation = withLib(endInvocationSrc)
+	// AppApply applies an app-state delta once; see app_apply.lua.
+	AppApply = withLib(appApplySrc)
+	// Flushed records what the flusher wrote; see flushed.lua.
+	Flushed = withLib(flushedSrc)
+	// Hydrate puts a session read from the database back; see hydrate.lua.
+	Hydrate = withLib(hydrateSrc)
+	// HydrateState puts user or app state read from the database back; see hydrate_state.lua.
+	HydrateState = withLib(hydrateStateSrc)
+	// HydrateIndex completes a user's session index that Redis lost; see hydrate_index.lua.
+	HydrateIndex = withLib(hydrateIndexSrc)
+	// LeaseAcquire takes or renews a flusher's shard lease; see lease_acquire.lua.
+	LeaseAcquire = withLib(leaseAcquireSrc)
+	// Ack removes handled change-log entries and records dead letters; see ack.lua.
+	Ack = withLib(ackSrc)
+	// StateDead records a dead-lettered user or app state revision; see state_dead.lua.
+	StateDead = withLib(stateDeadSrc)
+	// LeaseRelease gives up a flusher's shard lease; see lease_release.lua.
+	LeaseRelease = withLib(leaseReleaseSrc)
+	// Rewind appends a rewind event restoring an earlier state; see rewind.lua.
+	Rewind = withLib(rewindSrc)
+)
+
+// AppendCeiling is append.lua changed so that any number of calls with the
+// same arguments append: the handle is never behind (its revision is not
+// compared) and the event id is made unique per call (the given id and the
+// session's event count). It does the same Redis work as an append, for
+// measuring the ceiling (redis-benchmark EVALSHA) benchmarks compare against.
+func AppendCeiling() string {
+	s := Append
+	for _, r := range [][2]string{
+		{"local behind = handle ~= rev", "local behind = false"},
+		{"local id = ARGV[14]", "local id = ARGV[14] .. '/' .. redis.call('ZCARD', KEYS[2])"},
+	} {
+		if strings.Count(s, r[0]) != 1 {
+			panic("lua/append.lua no longer has `" + r[0] + "`: update AppendCeiling")
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	return s
 }

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- prune_fence.lua: fences an idle session that a prune is about to delete from the database: its keys go,
 -- and a tombstone with a TTL takes the hash's place, so that no append, Get or rehydration from the
 -- database reaches the session until the prune has deleted its rows (or unfenced it: prune_unfence.lua).
@@ -20,18 +21,13 @@
 --         {0, why} kept: 'deleted' (a tombstone), 'recreated' (another incarnation), 'updated'
 --         (updated at or after the cutoff), 'unflushed' (changes not yet in the database), 'changed'
 --         (another revision than the database's).
--- Bad arguments are an error reply, with nothing written.
-local function int_arg(i, lo)
-  local n = tonumber(ARGV[i])
-  if n == nil or n % 1 ~= 0 or n < lo or n >= 9007199254740992 then
-    error({err = 'ERR adksession: prune_fence.lua: ARGV[' .. i .. ']: ' .. tostring(ARGV[i]) .. ' is not an integer >= ' .. lo})
-  end
-  return n
-end
-local cutoff, inc, rev, ttl = int_arg(1, 0), int_arg(2, 0), int_arg(3, 0), int_arg(4, 1)
+-- Bad arguments are an error reply, with nothing written. Allowed when Redis is full (allow-oom): a prune
+-- frees memory.
+local cutoff, inc, rev = argv_int(1, 0, MAX_INT - 1), argv_int(2, 0, MAX_INT - 1), argv_int(3, 0, MAX_INT - 1)
+local ttl = argv_int(4, 1, MAX_INT - 1)
 local token, sid = ARGV[5], ARGV[6]
 if token == '' or sid == '' or ARGV[7] == '' then
-  error({err = 'ERR adksession: prune_fence.lua: empty token, session id or app index member'})
+  fail('prune_fence.lua: empty token, session id or app index member')
 end
 
 local sess, uindex, aindex = KEYS[1], KEYS[2], KEYS[3]
@@ -70,11 +66,11 @@ end
 redis.call('DEL', sess)
 redis.call('ZREM', uindex, sid)
 redis.call('ZREM', aindex, ARGV[7])
-local fence = {'m:del', 1, 'm:inc', string.format('%d', inc), 'm:prune', token}
+local fence = {'m:del', 1, 'm:inc', int(inc), 'm:prune', token}
 if score then
   fence[#fence + 1] = 'm:us'
   fence[#fence + 1] = score
 end
 redis.call('HSET', sess, unpack(fence))
-redis.call('PEXPIRE', sess, string.format('%d', ttl))
+redis.call('PEXPIRE', sess, int(ttl))
 return {cached}

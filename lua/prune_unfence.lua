@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- prune_unfence.lua: lifts a prune's fence (prune_fence.lua) from a session whose rows the prune did not
 -- delete after all (they changed in between): the session is read back from the database on next use,
 -- and goes back into its user's index.
@@ -7,9 +8,9 @@
 -- ARGV[1] -> token of the prune that fenced it (non-empty)
 -- ARGV[2] -> session id (raw: its member in the user index)
 -- Returns 1 when the fence was lifted, 0 when the hash is not this prune's fence (any more).
--- Bad arguments are an error reply, with nothing written.
+-- Bad arguments are an error reply, with nothing written. Allowed when Redis is full (allow-oom).
 if ARGV[1] == '' or ARGV[2] == '' then
-  error({err = 'ERR adksession: prune_unfence.lua: empty token or session id'})
+  fail('prune_unfence.lua: empty token or session id')
 end
 local sess, uindex = KEYS[1], KEYS[2]
 local meta = redis.call('HMGET', sess, 'm:prune', 'm:us')

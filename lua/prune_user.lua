@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- prune_user.lua: drops a user's cached state and session index once a prune deleted the user's last
 -- session and state row from the database, unless Redis still holds something of the user's that the
 -- database does not have yet: a session in the user's index or in the app index (a create not flushed),
@@ -8,10 +9,10 @@
 -- KEYS[3] -> app index zset   <ns>adk:{shard}:as:<app>
 -- ARGV[1] -> user id (raw, non-empty, without NUL: app index members are "<user> NUL <sid>")
 -- Returns 1 when the keys were dropped (or absent), 0 when the user still has something in Redis.
--- Bad arguments are an error reply, with nothing written.
+-- Bad arguments are an error reply, with nothing written. Allowed when Redis is full (allow-oom).
 local user = ARGV[1]
 if user == '' or string.find(user, '\0', 1, true) then
-  error({err = 'ERR adksession: prune_user.lua: ARGV[1]: the user id is empty or holds NUL'})
+  fail('prune_user.lua: ARGV[1]: the user id is empty or holds NUL')
 end
 local ustate, uindex, aindex = KEYS[1], KEYS[2], KEYS[3]
 local n = redis.call('ZCARD', uindex)

@@ -1,5 +1,7 @@
+#!lua
 -- rewind.lua: appends a rewind event that restores the session state and artifact versions of the point just
 -- before the first event of an invocation, in one step.
+-- The shebang (no flags) makes Redis refuse a rewind as a whole, before any write, when it is full (OOM).
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
@@ -7,26 +9,53 @@
 -- KEYS[4] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- KEYS[5] -> change log       <ns>adk:{shard}:log
 -- KEYS[6] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
+-- KEYS[7] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- ARGV[1] -> invocation to rewind before
 -- ARGV[2] -> invocation id of the rewind event ("e-<uuid>")
--- ARGV[3] -> event timestamp in µs (moved to previous + 1 when not after the previous event)
--- ARGV[4] -> the rewind event's JSON up to its state delta (ends with '"stateDelta":')
--- ARGV[5] -> the rest of its JSON after its artifact delta
--- ARGV[6] -> "1" when a database backs Redis (write the change log; drop TTLs)
--- ARGV[7], ARGV[8], ARGV[9] -> app name, user id, session id (raw, for the change log and the user index)
--- ARGV[10] -> "" to compute the deltas from the undo records; otherwise the revision (last seq) the deltas
+-- ARGV[3] -> event timestamp in µs, in [0, 2^53) (moved to previous + 1 when not after the previous event)
+-- ARGV[4] -> the rewind event's JSON up to the value of its "timestamp" (ends with '"timestamp":')
+-- ARGV[5] -> its JSON after that value, up to its state delta (ends with '"stateDelta":')
+-- ARGV[6] -> the rest of its JSON after its artifact delta
+-- ARGV[7] -> "1" when a database backs Redis (write the change log; drop TTLs)
+-- ARGV[8], ARGV[9], ARGV[10] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[11] -> the rewind event's id
+-- ARGV[12] -> "" to compute the deltas from the undo records; otherwise the revision (last seq) the deltas
 --             below were computed at (from the full history, when the undo records do not reach the point)
--- ARGV[11] -> number of state pairs S, then S pairs (key, JSON value), then A, then A pairs (file, version);
---             only when ARGV[10] is not ""
+-- ARGV[13] -> number of state pairs S, then S pairs (key, JSON value), then A, then A pairs (file, version);
+--             only when ARGV[12] is not ""
 -- Returns {0, seq, ts, event JSON} appended;
 --         {-1} not cached, {-2} deleted, {-5} cache incomplete (evicted keys): load, then retry;
 --         {-6} the invocation is not in the session;
 --         {-7, create-time state JSON or false} the undo records do not reach the point: compute the
---           deltas from the full history and call again with ARGV[10];
---         {-3, rev} ARGV[10] is not the current revision (an append came in between; nothing written).
+--           deltas from the full history and call again with ARGV[12];
+--         {-3, rev} ARGV[12] is not the current revision (an append came in between; nothing written).
+-- Bad arguments are an error reply, with nothing written.
 -- Cost: O(k) for the k events undone (and the keys and files they touched), whatever the history length.
-local sess, events, temp, uindex, log, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local durable = ARGV[6] == '1'
+local sess, events, temp, uindex, log, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+
+-- Inputs, all checked before anything is read or written.
+local ts0 = argv_int(3, 0, MAX_INT - 1)
+local durable = ARGV[7] == '1'
+local computed = ARGV[12] ~= ''
+local crev, cstate, cfiles
+if computed then
+  crev = argv_int(12, 0, MAX_INT)
+  local i, _
+  cstate, _, i = argv_pairs(13, '')
+  cfiles, _, i = argv_pairs(i, '')
+  if i - 1 ~= #ARGV then
+    fail('rewind: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+  end
+  for n = 2, #cfiles, 2 do
+    local v = tonumber(cfiles[n])
+    if v == nil or v % 1 ~= 0 then
+      fail('rewind: artifact ' .. cfiles[n - 1] .. ': version ' .. tostring(cfiles[n]) .. ' is not an integer')
+    end
+    cfiles[n] = v
+  end
+elseif #ARGV ~= 12 then
+  fail('rewind: ' .. #ARGV .. ' arguments, 12 expected')
+end
 
 local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc')
 if not meta[1] then
@@ -36,23 +65,11 @@ if not meta[1] then
   return {-1}
 end
 local rev, ut, cnt = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3])
-if redis.call('ZCARD', events) ~= cnt then
+if redis.call('ZCARD', events) ~= cnt or redis.call('ZCARD', ids) ~= cnt then
   return {-5}
 end
 
--- hmget reads many fields of a hash, in chunks that unpack can take.
-local function hmget(key, fields)
-  local out = {}
-  for lo = 1, #fields, 1000 do
-    local part = redis.call('HMGET', key, unpack(fields, lo, math.min(lo + 999, #fields)))
-    for j = 1, #part do
-      out[#out + 1] = part[j]
-    end
-  end
-  return out
-end
-
--- absent normalizes an artifact version: nil for a file without one (never set, or -1 set by a rewind).
+-- version normalizes an artifact version: nil for a file without one (never set, or -1 set by a rewind).
 local function version(v)
   v = tonumber(v)
   if v == nil or v < 0 then
@@ -62,7 +79,7 @@ local function version(v)
 end
 
 local skeys, svals, files, fvers = {}, {}, {}, {}
-if ARGV[10] == '' then
+if not computed then
   local u = redis.call('HMGET', undo, 'm:from', 'i:' .. ARGV[1])
   if not u[1] then
     return {-7, false}
@@ -82,9 +99,9 @@ if ARGV[10] == '' then
   local at, atf = {}, {}
   local seqs = {}
   for q = rev, p, -1 do
-    seqs[#seqs + 1] = q
+    seqs[#seqs + 1] = int(q)
   end
-  local recs = hmget(undo, seqs)
+  local recs = hmget_chunked(undo, seqs)
   for j = 1, #seqs do
     if recs[j] then
       local r = cjson.decode(recs[j])
@@ -109,7 +126,7 @@ if ARGV[10] == '' then
   for j = 1, #names do
     fields[j] = 's:' .. names[j]
   end
-  local cur = hmget(sess, fields)
+  local cur = hmget_chunked(sess, fields)
   for j = 1, #names do
     local was, now = at[names[j]], cur[j]
     if was == false or was == 'null' then
@@ -130,7 +147,7 @@ if ARGV[10] == '' then
   for j = 1, #fnames do
     fields[j] = 'a:' .. fnames[j]
   end
-  cur = hmget(undo, fields)
+  cur = hmget_chunked(undo, fields)
   for j = 1, #fnames do
     local was, now = version(atf[fnames[j]]), version(cur[j])
     if was ~= now then
@@ -138,24 +155,19 @@ if ARGV[10] == '' then
     end
   end
 else
-  if tonumber(ARGV[10]) ~= rev then
+  if crev ~= rev then
     return {-3, rev}
   end
-  local i = 12
-  for _ = 1, tonumber(ARGV[11]) do
-    skeys[#skeys + 1], svals[#svals + 1] = ARGV[i], ARGV[i + 1]
-    i = i + 2
+  for j = 1, #cstate, 2 do
+    skeys[#skeys + 1], svals[#svals + 1] = cstate[j], cstate[j + 1]
   end
-  local n = tonumber(ARGV[i])
-  i = i + 1
-  for _ = 1, n do
-    files[#files + 1], fvers[#fvers + 1] = ARGV[i], tonumber(ARGV[i + 1])
-    i = i + 2
+  for j = 1, #cfiles, 2 do
+    files[#files + 1], fvers[#fvers + 1] = cfiles[j], cfiles[j + 1]
   end
 end
 
 -- Append the rewind event as append.lua appends any event.
-local ts = tonumber(ARGV[3])
+local ts = ts0
 if rev > 0 and ts <= ut then
   ts = ut + 1
 end
@@ -167,9 +179,11 @@ for j = 1, #skeys do
   sd[j] = cjson.encode(skeys[j]) .. ':' .. svals[j]
 end
 for j = 1, #files do
-  ad[j] = cjson.encode(files[j]) .. ':' .. string.format('%d', fvers[j])
+  ad[j] = cjson.encode(files[j]) .. ':' .. int(fvers[j])
 end
-local json = ARGV[4] .. '{' .. table.concat(sd, ',') .. '},"artifactDelta":{' .. table.concat(ad, ',') .. '}' .. ARGV[5]
+local stamp = string.format('%d.%06d', math.floor(ts / 1000000), ts % 1000000)
+local json = ARGV[4] .. stamp .. ARGV[5] .. '{' .. table.concat(sd, ',') .. '},"artifactDelta":{' ..
+  table.concat(ad, ',') .. '}' .. ARGV[6]
 
 if redis.call('HEXISTS', undo, 'm:from') == 1 then
   local rec = {}
@@ -181,7 +195,7 @@ if redis.call('HEXISTS', undo, 'm:from') == 1 then
     for j = 1, #skeys do
       fields[j] = 's:' .. skeys[j]
     end
-    local prev = hmget(sess, fields)
+    local prev = hmget_chunked(sess, fields)
     rec.s = {}
     for j = 1, #skeys do
       rec.s[2 * j - 1], rec.s[2 * j] = skeys[j], prev[j]
@@ -191,23 +205,21 @@ if redis.call('HEXISTS', undo, 'm:from') == 1 then
     local fields, set = {}, {}
     for j = 1, #files do
       fields[j] = 'a:' .. files[j]
-      set[2 * j - 1], set[2 * j] = fields[j], fvers[j]
+      set[2 * j - 1], set[2 * j] = fields[j], int(fvers[j])
     end
-    local prev = hmget(undo, fields)
+    local prev = hmget_chunked(undo, fields)
     rec.a = {}
     for j = 1, #files do
       rec.a[2 * j - 1], rec.a[2 * j] = files[j], prev[j] and tonumber(prev[j]) or false
     end
-    for lo = 1, #set, 1000 do
-      redis.call('HSET', undo, unpack(set, lo, math.min(lo + 999, #set)))
-    end
+    chunked('HSET', undo, set)
   end
   if rec.i or rec.s or rec.a then
-    redis.call('HSET', undo, seq, cjson.encode(rec))
+    redis.call('HSET', undo, int(seq), cjson.encode(rec))
   end
 end
 
-local fields = {'m:rev', seq, 'm:ut', ts, 'm:cnt', cnt + 1}
+local fields = {'m:rev', int(seq), 'm:ut', int(ts), 'm:cnt', int(cnt + 1)}
 if meta[4] ~= inv then
   redis.call('DEL', temp)
   fields[#fields + 1] = 'm:tinv'
@@ -219,18 +231,19 @@ for j = 1, #skeys do
   set[#set + 1] = 's:' .. skeys[j]
   set[#set + 1] = svals[j]
 end
-for lo = 1, #set, 1000 do
-  redis.call('HSET', sess, unpack(set, lo, math.min(lo + 999, #set)))
-end
+chunked('HSET', sess, set)
 
-redis.call('ZADD', events, ts, seq .. ':' .. json)
-redis.call('ZADD', uindex, ts, ARGV[9])
+redis.call('ZADD', events, int(ts), int(seq) .. ':' .. json)
+redis.call('ZADD', ids, int(seq), ARGV[11])
+redis.call('ZADD', uindex, int(ts), ARGV[10])
 
 if durable then
   redis.call('PERSIST', sess)
   redis.call('PERSIST', events)
+  redis.call('PERSIST', ids)
   redis.call('PERSIST', uindex)
   redis.call('PERSIST', undo)
-  redis.call('XADD', log, '*', 'k', 'a', 'a', ARGV[7], 'u', ARGV[8], 'i', ARGV[9], 'n', meta[6], 'q', seq, 't', ts)
+  redis.call('XADD', log, '*', 'k', 'a', 'a', ARGV[8], 'u', ARGV[9], 'i', ARGV[10], 'n', meta[6], 'q', int(seq),
+    't', int(ts))
 end
 return {0, seq, ts, json}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
@@ -24,8 +23,16 @@ import (
 // gets an ID and timestamp when it has none; its temp: keys are applied to
 // sess and to the invocation's temp state, and removed from
 // ev.Actions.StateDelta; sess is updated in place (events, state,
-// LastUpdateTime). A handle older than the stored session is
-// ErrStaleSession with nothing written, unless Config.ConcurrentAppends.
+// LastUpdateTime). A handle older than the stored session, or read before
+// the session was deleted and created again, is ErrStaleSession with
+// nothing written, unless Config.ConcurrentAppends (which still refuses
+// the handle of a deleted incarnation).
+//
+// Event ids are unique within a session: appending an event whose id the
+// session holds writes nothing; when it is the same event (a retry after a
+// timeout; the timestamp may differ) AppendEvent succeeds and gives ev the
+// stored timestamp, otherwise it is ErrAlreadyExists.
+//
 // Once the first script has stored the event, a failing app: step is
 // retried (it is idempotent) until it succeeds or ctx ends.
 func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) error {
@@ -41,68 +48,142 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	if err := checkSession(sess.appName, sess.userID, sess.id); err != nil {
 		return err
 	}
-	if err := s.checkEvent(ev); err != nil {
-		return err
-	}
-	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)
+	p, err := s.prepareEvent(ev)
 	if err != nil {
 		return err
 	}
-	// Work on a copy until the write is acknowledged: bad input leaves ev as it was.
-	stored := ev.Clone()
-	if stored.ID == "" {
-		stored.ID = uuid.NewString()
-	}
-	if stored.Timestamp.IsZero() {
-		stored.Timestamp = time.Now()
-	}
-	stored.Timestamp = stored.Timestamp.Truncate(time.Microsecond).UTC()
-	for k := range stored.Actions.StateDelta {
-		if strings.HasPrefix(k, TempPrefix) {
-			delete(stored.Actions.StateDelta, k)
-		}
-	}
-	blob, err := json.Marshal(stored)
+	stored, delta, normalized := p.stored, p.delta, p.normalized
+	pre, post, err := cache.SplitTimestamp(p.blob)
 	if err != nil {
-		return fmt.Errorf("%w: event: %v", ErrInvalidArgument, err)
-	}
-	if len(blob) > s.cfg.MaxEventBytes {
-		return fmt.Errorf("%w: event: %d bytes of JSON, limit %d (Config.MaxEventBytes)", ErrInvalidArgument, len(blob), s.cfg.MaxEventBytes)
+		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
 	}
 
 	sess.mu.RLock()
 	args := cache.AppendArgs{
 		App: sess.appName, User: sess.userID, SID: sess.id,
-		HandleRev: sess.rev, Concurrent: s.cfg.ConcurrentAppends, HandleLastTs: sess.lastTs,
+		HandleRev: sess.rev, Incarnation: sess.inc, Concurrent: s.cfg.ConcurrentAppends, HandleLastTs: sess.lastTs,
 		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
-		Event: string(blob), Delta: delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
+		CheckID:  ev.ID != "" && s.db != nil,
+		EventPre: pre, EventPost: post, Delta: delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
 	}
 	sess.mu.RUnlock()
-	res, err := s.cache.Append(ctx, args)
-	for attempt := 0; attempt < 2 && s.loader.Durable() && isRecoverable(err); attempt++ {
-		// Redis lost what the script needs (evicted, expired, flushed):
-		// put it back from the database, then append again.
-		if err = s.loader.Recover(ctx, sess.appName, sess.userID, sess.id, err); err == nil {
-			res, err = s.cache.Append(ctx, args)
-		}
-	}
+	res, err := s.appendScript(ctx, args)
+	var dup *cache.DuplicateEventError
 	switch {
-	case errors.Is(err, loader.ErrNotFound):
+	case errors.As(err, &dup):
+		return s.appendedBefore(ctx, sess, ev, stored, dup.Stored, normalized)
+	case errors.Is(err, loader.ErrNotFound), errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
 		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, sess.id, sess.appName, sess.userID)
 	case errors.Is(err, cache.ErrStale):
 		return fmt.Errorf("%w: session %s: %v", ErrStaleSession, sess.id, err)
-	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
-		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, sess.id, sess.appName, sess.userID)
 	case err != nil:
 		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
 	}
-	if err := s.finishApp(ctx, sess.appName, stored.ID, delta.App); err != nil {
+	if err := s.finishApp(ctx, sess.appName, cache.AppendChangeID(args.Incarnation, sess.userID, sess.id, stored.ID), delta.App); err != nil {
 		return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
 	}
 
 	stored.Timestamp = time.UnixMicro(res.Ts).UTC()
 	*ev = *stored
 	return sess.applyAppended(ev, res, normalized)
+}
+
+// appendScript runs append.lua for args: it puts back from the database
+// what Redis lost (evicted, expired, flushed) and appends again, and looks
+// up in the database an event id Redis cannot vouch for.
+func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cache.AppendResult, error) {
+	res, err := s.cache.Append(ctx, args)
+	for attempt := 0; attempt < 3 && s.loader.Durable() && err != nil; attempt++ {
+		switch {
+		case errors.Is(err, cache.ErrCheckEventID):
+			key := persist.SessionKey{AppName: args.App, UserID: args.User, SessionID: args.SID}
+			row, lerr := s.db.LoadEvent(ctx, key, args.EventID)
+			if lerr == nil {
+				js, jerr := persist.APIEvent(*row)
+				if jerr != nil {
+					return nil, jerr
+				}
+				return nil, &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}}
+			}
+			if !errors.Is(lerr, persist.ErrNotFound) {
+				return nil, lerr
+			}
+			args.CheckID = false
+		case isRecoverable(err):
+			if err = s.loader.Recover(ctx, args.App, args.User, args.SID, err); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, err
+		}
+		res, err = s.cache.Append(ctx, args)
+	}
+	return res, err
+}
+
+// appendedBefore answers an append whose event id the session holds: the
+// stored event (nil: not cached, and not in the database either — it was
+// looked up there) is compared with the one sent.
+func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
+	if rec == nil && s.db == nil {
+		return fmt.Errorf("append event %s to session %s: the stored event with this id is not cached", sent.ID, sess.id)
+	}
+	if rec == nil {
+		row, err := s.db.LoadEvent(ctx, persist.SessionKey{AppName: sess.appName, UserID: sess.userID, SessionID: sess.id}, sent.ID)
+		if err != nil {
+			return fmt.Errorf("append event %s to session %s: look up the stored event: %w", sent.ID, sess.id, err)
+		}
+		js, err := persist.APIEvent(*row)
+		if err != nil {
+			return err
+		}
+		rec = &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js)}
+	}
+	same, err := isRetryOf(rec.JSON, sent)
+	if err != nil {
+		return fmt.Errorf("append event %s to session %s: %w", sent.ID, sess.id, err)
+	}
+	if !same {
+		return fmt.Errorf("%w: event %s: session %s of app %s, user %s holds another event with this id", ErrAlreadyExists, sent.ID, sess.id, sess.appName, sess.userID)
+	}
+	sent.Timestamp = time.UnixMicro(rec.Ts).UTC()
+	*ev = *sent
+	sess.mu.RLock()
+	next := rec.Seq > 0 && sess.rev == rec.Seq-1
+	sess.mu.RUnlock()
+	if !next {
+		// The handle has the event already, or is further behind (stale).
+		return nil
+	}
+	// The handle missed only this event (the reply to the first attempt was lost).
+	return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
+}
+
+// isRetryOf tells whether the stored JSON of an event (API form) is the
+// event sent, but for its timestamp (a retry may carry a new one).
+func isRetryOf(storedJSON string, sent *Event) (bool, error) {
+	var stored Event
+	if err := stored.UnmarshalJSON([]byte(storedJSON)); err != nil {
+		return false, fmt.Errorf("stored event: %w", err)
+	}
+	var again Event
+	b, err := json.Marshal(sent)
+	if err == nil {
+		err = again.UnmarshalJSON(b)
+	}
+	if err != nil {
+		return false, err
+	}
+	stored.Timestamp, again.Timestamp = time.Time{}, time.Time{}
+	x, err := json.Marshal(&stored)
+	if err != nil {
+		return false, err
+	}
+	y, err := json.Marshal(&again)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(x, y), nil
 }
 
 // isRecoverable tells whether a script failed for want of data Redis lost.
@@ -139,21 +220,6 @@ func (s *Service) finishApp(ctx context.Context, app, id string, pairs []cache.P
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-}
-
-// checkEvent validates the fields of an event that become columns.
-func (s *Service) checkEvent(ev *Event) error {
-	if ev.ID != "" {
-		if err := checkID("event.ID", ev.ID, MaxIDBytes); err != nil {
-			return err
-		}
-	}
-	if ev.InvocationID != "" {
-		if err := checkID("event.InvocationID", ev.InvocationID, MaxInvocationIDBytes); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // applyAppended brings the handle up to date with an acknowledged append.

@@ -29,6 +29,9 @@ type CreateResponse struct{ Session *Session }
 // ErrAlreadyExists, atomically: of two concurrent creates of one id exactly
 // one wins.
 func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: create request: nil", ErrInvalidArgument)
+	}
 	sid := req.SessionID
 	if sid == "" {
 		sid = uuid.NewString()
@@ -70,7 +73,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	// other sessions wrote.
 	resp, err := s.Get(ctx, &GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: sid})
 	if err != nil {
-		sess := &Session{id: sid, appName: req.AppName, userID: req.UserID, state: normalized, lastUpdate: now}
+		sess := &Session{id: sid, appName: req.AppName, userID: req.UserID, state: normalized, lastUpdate: now, inc: args.CreateTime}
 		if sess.state == nil {
 			sess.state = map[string]any{}
 		}

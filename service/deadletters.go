@@ -20,8 +20,11 @@ type DeadLetter struct {
 	// "append", "delete" (or the entry's own letter when unknown).
 	ID, Kind                   string
 	AppName, UserID, SessionID string
-	Reason                     string
-	Time                       time.Time // when it was dead-lettered
+	// Unit is what was refused: "entry" (the change itself could not be
+	// read), "event", "session", "user state" or "app state".
+	Unit   string
+	Reason string
+	Time   time.Time // when it was dead-lettered
 	// Fields are the change-log entry's fields (docs/redis-keys.md).
 	Fields map[string]string
 }
@@ -55,7 +58,7 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]ShardDeadLetter
 			if kind == "" {
 				kind = d.Fields["k"]
 			}
-			out[i].Letters[j] = DeadLetter{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: kind, Reason: d.Reason, Time: t,
+			out[i].Letters[j] = DeadLetter{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: kind, Unit: d.Unit, Reason: d.Reason, Time: t,
 				AppName: d.Fields["a"], UserID: d.Fields["u"], SessionID: d.Fields["i"], Fields: d.Fields}
 		}
 	}
@@ -64,9 +67,10 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]ShardDeadLetter
 
 // RetryDeadLetter puts a dead letter's change back on its shard's change
 // log, atomically with removing it from the list: the flusher applies it
-// again as any change (and dead-letters it again if the database still
-// refuses it). ErrNotFound when the list no longer holds it (another
-// operator handled it); ErrInvalidArgument when it holds no change.
+// again as any change, reading the session as Redis holds it now (and
+// dead-letters it again if the database still refuses it). ErrNotFound
+// when the list no longer holds it (another operator handled it);
+// ErrInvalidArgument when it holds no change.
 func (s *Service) RetryDeadLetter(ctx context.Context, shard int, entry string) error {
 	return s.deadLetterError(s.cache.RetryDeadLetter(ctx, shard, entry))
 }

@@ -20,6 +20,7 @@ type Session struct {
 	state      map[string]any
 	events     []*Event
 	lastUpdate time.Time
+	inc        int64  // incarnation of the session (create time µs): a handle outlives no Delete
 	rev        int64  // last seq this handle has seen
 	lastTs     int64  // µs of the last event this handle has seen
 	tempInv    string // invocation whose temp: keys the handle holds

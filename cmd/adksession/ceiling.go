@@ -52,8 +52,15 @@ func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config, du
 	if err := store.Create(ctx, cache.CreateArgs{App: app, User: user, SID: sid, CreateTime: time.Now().UnixMicro()}); err != nil && !errors.Is(err, cache.ErrExists) {
 		return 0, fmt.Errorf("ceiling session: %w", err)
 	}
-	k := keys.Session(app, user, sid)
+	inc, err := rdb.HGet(ctx, keys.Session(app, user, sid).Session, "m:inc").Int64()
+	if err != nil {
+		return 0, fmt.Errorf("ceiling session: %w", err)
+	}
 	ev, err := loadgen.Event(0, cfg.PayloadBytes).MarshalJSON()
+	if err != nil {
+		return 0, err
+	}
+	pre, post, err := cache.SplitTimestamp(ev)
 	if err != nil {
 		return 0, err
 	}
@@ -68,16 +75,12 @@ func evalshaCeiling(ctx context.Context, redisURL string, cfg loadgen.Config, du
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 		args = append(args, "--dbnum", db)
 	}
-	durableArg := "0"
-	if durable {
-		durableArg = "1"
-	}
-	// append.lua's ARGV (see its header): the state delta of loadgen's events
-	// (one session key), no user, temp or artifact changes.
-	ts := strconv.FormatInt(time.Now().UnixMicro(), 10)
-	args = append(args, "EVALSHA", sha, "7", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo,
-		"0", "", ts, "bench-inv", string(ev), "3600000", durableArg, app, user, sid, "", "bench-event",
-		"1", "counter", "1", "0", "0", "0")
+	// append.lua's KEYS and ARGV as the service sends them: the state delta
+	// of loadgen's events (one session key), no user, temp or artifact changes.
+	store = cache.NewStore(rdb, cache.Options{Keys: keys, Durable: durable})
+	args = append(append(args, "EVALSHA", sha), store.AppendCommand(cache.AppendArgs{App: app, User: user, SID: sid,
+		Incarnation: inc, Ts: time.Now().UnixMicro(), InvocationID: "bench-inv", EventID: "bench-event",
+		EventPre: pre, EventPost: post, Delta: cache.StateDelta{Session: []cache.Pair{{Key: "counter", Value: "1"}}}})...)
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	defer cleanupCeiling(context.WithoutCancel(ctx), redisURL)
 	if err != nil {

@@ -8,6 +8,7 @@ type deadLetterJSON struct {
 	Entry     string            `json:"entry"` // its text: what retry and drop name it by
 	ID        string            `json:"id"`
 	Kind      string            `json:"kind"`
+	Unit      string            `json:"unit"`
 	AppName   string            `json:"appName"`
 	UserID    string            `json:"userId"`
 	SessionID string            `json:"sessionId"`
@@ -44,7 +45,7 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) error {
 		js := shardJSON{Shard: sh.Shard, Count: sh.Count, Letters: make([]deadLetterJSON, len(sh.Letters))}
 		out.Total += sh.Count
 		for i, d := range sh.Letters {
-			js.Letters[i] = deadLetterJSON{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: d.Kind, AppName: d.AppName, UserID: d.UserID,
+			js.Letters[i] = deadLetterJSON{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: d.Kind, Unit: d.Unit, AppName: d.AppName, UserID: d.UserID,
 				SessionID: d.SessionID, Reason: d.Reason, Fields: d.Fields}
 			if !d.Time.IsZero() {
 				js.Letters[i].Time = float64(d.Time.UnixMicro()) / 1e6

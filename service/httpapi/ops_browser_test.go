@@ -81,7 +81,7 @@ func TestOpsDashboardInChromium(t *testing.T) {
 	}
 	require.Contains(t, rowText("a1"), "shop / alice / a1")
 	require.Contains(t, rowText("a1"), "refused by the test: a1")
-	require.Contains(t, rowText("b1"), "create")
+	require.Contains(t, rowText("b1"), "create · session")
 
 	ctx, cancel := context.WithTimeout(browser, 30*time.Second)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

@@ -67,7 +67,7 @@ func (s *opsServer) deadLetterCreate(t *testing.T, app, user, sid string) int {
 	require.NoError(t, err)
 	for _, c := range changes {
 		if c.SID == sid {
-			require.NoError(t, s.store.PushDeadLetters(ctx, shard, []cache.DeadLetter{{Change: c, Reason: "refused by the test: " + sid}}))
+			require.NoError(t, s.store.Ack(ctx, shard, []string{c.ID}, []cache.DeadLetter{{Change: c, Unit: cache.DeadSession, Reason: "refused by the test: " + sid}}))
 			return shard
 		}
 	}
@@ -98,6 +98,7 @@ type deadLettersJSON struct {
 			Entry     string `json:"entry"`
 			ID        string `json:"id"`
 			Kind      string `json:"kind"`
+			Unit      string `json:"unit"`
 			AppName   string `json:"appName"`
 			UserID    string `json:"userId"`
 			SessionID string `json:"sessionId"`
@@ -128,7 +129,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 	for _, sh := range list.Shards {
 		require.Equal(t, int64(len(sh.Letters)), sh.Count)
 		for _, d := range sh.Letters {
-			require.Equal(t, [4]string{"create", "shop", "refused by the test: " + d.SessionID, d.ID}, [4]string{d.Kind, d.AppName, d.Reason, d.ID})
+			require.Equal(t, [4]string{"create", "session", "shop", "refused by the test: " + d.SessionID}, [4]string{d.Kind, d.Unit, d.AppName, d.Reason})
 			require.Equal(t, sh.Shard, d.Shard)
 			require.InDelta(t, float64(time.Now().Unix()), d.Time, 60)
 			entries[d.SessionID] = d.Entry

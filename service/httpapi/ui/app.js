@@ -156,7 +156,8 @@ async function refreshDeadLetters() {
       const tr = el("tr");
       tr.dataset.id = d.id; tr.dataset.shard = String(d.shard); tr.dataset.session = d.sessionId || "";
       const session = d.sessionId ? d.appName + " / " + d.userId + " / " + d.sessionId : "–";
-      for (const v of [String(d.shard), when(d.time), session, d.kind || "?", d.reason]) { const td = el("td", "", v); td.title = v; tr.append(td); }
+      const kind = (d.kind || "?") + (d.unit ? " · " + d.unit : "");
+      for (const v of [String(d.shard), when(d.time), session, kind, d.reason]) { const td = el("td", "", v); td.title = v; tr.append(td); }
       const act = el("td");
       const retry = el("button", "retry", "Retry"), drop = el("button", "drop", "Drop");
       retry.type = drop.type = "button";

@@ -1,0 +1,422 @@
+package integration
+
+// The scripts under inputs beyond Lua's limits and from careless clients
+// (retried appends, reused event ids, handles that outlived a Delete),
+// against real Redis (standalone and the 3-master Cluster) and Postgres.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/lua"
+	"github.com/adksession/adksession/service"
+)
+
+func TestTrustScriptsStandalone(t *testing.T) {
+	t.Parallel()
+	runTrustScripts(t, testenv.RedisURL(t))
+}
+
+func TestTrustScriptsCluster(t *testing.T) {
+	t.Parallel()
+	runTrustScripts(t, testenv.ClusterURL(t))
+}
+
+func runTrustScripts(t *testing.T, url string) {
+	t.Run("ManyKeys", func(t *testing.T) { t.Parallel(); testManyKeys(t, url) })
+	t.Run("BadScriptArguments", func(t *testing.T) { t.Parallel(); testBadScriptArguments(t, url) })
+	t.Run("EventIDRetry", func(t *testing.T) { t.Parallel(); testEventIDRetry(t, url) })
+	t.Run("EventIDFromDatabase", func(t *testing.T) { t.Parallel(); testEventIDFromDatabase(t, url) })
+	t.Run("EventIDAcrossSessions", func(t *testing.T) { t.Parallel(); testEventIDAcrossSessions(t, url) })
+	t.Run("HandleOfDeletedIncarnation", func(t *testing.T) { t.Parallel(); testHandleOfDeletedIncarnation(t, url) })
+	t.Run("StoredTimestampInJSON", func(t *testing.T) { t.Parallel(); testStoredTimestampInJSON(t, url) })
+}
+
+// flushOnce drains the change log with a flusher of its own, stopped before
+// it returns, so that the test's Service (DisableFlusher) sees no background
+// writes while it compares dumps.
+func (e *wbEnv) flushOnce() {
+	e.t.Helper()
+	cfg := e.cfg
+	cfg.DisableFlusher = false
+	svc, err := service.Open(wbCtx(e.t), cfg)
+	require.NoError(e.t, err)
+	e.flush(svc)
+	require.NoError(e.t, svc.Close(wbCtx(e.t)))
+}
+
+// dump is every key of the namespace with its DUMP: equal dumps, nothing written.
+func (e *wbEnv) dump() map[string]string {
+	e.t.Helper()
+	ctx := wbCtx(e.t)
+	out := map[string]string{}
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, e.cfg.Namespace+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			v, err := c.Dump(ctx, it.Val()).Result()
+			if err != nil {
+				return err
+			}
+			out[it.Val()] = v
+		}
+		return it.Err()
+	}
+	switch c := e.rdb.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		require.NoError(e.t, c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, m)
+		}))
+	case *redis.Client:
+		require.NoError(e.t, scan(ctx, c))
+	}
+	return out
+}
+
+// testManyKeys: a session whose state grows past Lua's unpack limit
+// (about 8 000 values) over many events, with user and app state as big, is
+// appended to, read, flushed, lost from Redis, read back cold, appended to
+// again and rewound. Every script on that path (append, get, flushed,
+// hydrate, hydrate_state, app_apply, rewind) handles it.
+func testManyKeys(t *testing.T, url string) {
+	// Deltas of 1 500 and 9 000 keys: above the default Config.MaxDeltaKeys,
+	// which guards the service, not the scripts.
+	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.MaxDeltaKeys = 10000 })
+	ctx := wbCtx(t)
+	const events, perEvent = 40, 500 // 20 000 session keys
+	sess := e.create(e.svc, "big", "u", "s", map[string]any{"c": 4})
+	want := map[string]any{"c": float64(4)}
+	for i := range events {
+		delta := map[string]any{}
+		for j := range perEvent {
+			k := fmt.Sprintf("k%05d", i*perEvent+j)
+			delta[k] = float64(i)
+			want[k] = float64(i)
+			if i < 20 { // 10 000 user: and app: keys
+				delta[fmt.Sprintf("user:u%05d", i*perEvent+j)] = float64(i)
+				delta[fmt.Sprintf("app:a%05d", i*perEvent+j)] = float64(i)
+				want[fmt.Sprintf("user:u%05d", i*perEvent+j)] = float64(i)
+				want[fmt.Sprintf("app:a%05d", i*perEvent+j)] = float64(i)
+			}
+		}
+		e.mustAppend(e.svc, sess, fmt.Sprintf("inv-%02d", i), "x", delta)
+	}
+	require.Equal(t, want, stateMap(sess), "the appending handle")
+	got := e.getSess("big", "u", "s")
+	require.Equal(t, want, stateMap(got), "a Get")
+	require.Equal(t, events, got.Events().Len())
+
+	e.flush(e.svc)
+	require.Positive(t, e.wipeNamespace())
+	cold := e.getSess("big", "u", "s")
+	require.Equal(t, want, stateMap(cold), "a cold Get")
+	require.Equal(t, events, cold.Events().Len())
+
+	// Appending to what was read back, then a rewind to before the 11th invocation.
+	delta := map[string]any{}
+	for j := range 9000 {
+		delta[fmt.Sprintf("k%05d", j)] = "late"
+	}
+	e.mustAppend(e.svc, cold, "inv-late", "late", delta)
+	_, err := e.svc.Rewind(ctx, &service.RewindRequest{AppName: "big", UserID: "u", SessionID: "s", BeforeInvocationID: "inv-10"})
+	require.NoError(t, err)
+	after := stateMap(e.getSess("big", "u", "s"))
+	for k, v := range want {
+		switch {
+		case strings.HasPrefix(k, "user:") || strings.HasPrefix(k, "app:"):
+			require.Equal(t, v, after[k], k) // not rewound
+		case k == "c":
+			require.Equal(t, float64(4), after[k], "create-time state")
+		default:
+			n, _ := strconv.Atoi(k[1:])
+			if n < 10*perEvent {
+				require.Equal(t, float64(n/perEvent), after[k], k)
+			} else {
+				require.Nil(t, after[k], k) // did not exist before inv-10
+			}
+		}
+	}
+	e.flush(e.svc)
+	var rows int
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM events WHERE app_name = 'big'`).Scan(&rows))
+	require.Equal(t, events+2, rows)
+}
+
+func (e *wbEnv) getSess(app, user, sid string) *service.Session {
+	e.t.Helper()
+	r, err := e.svc.Get(wbCtx(e.t), &service.GetRequest{AppName: app, UserID: user, SessionID: sid})
+	require.NoError(e.t, err)
+	return r.Session
+}
+
+// testBadScriptArguments calls each writing script directly with arguments
+// the service never sends (a count beyond the arguments, a timestamp that
+// is not an integer or beyond 2^53, extra arguments): each refuses with an
+// error reply before its first write, so the namespace is unchanged.
+func testBadScriptArguments(t *testing.T, url string) {
+	e := newWB(t, url, "", nil)
+	ctx := wbCtx(t)
+	sess := e.create(e.svc, "app", "u", "s", map[string]any{"a": 1})
+	e.mustAppend(e.svc, sess, "inv", "hi", map[string]any{"b": 2, "temp:t": 1})
+	k := e.keys.Session("app", "u", "s")
+	a := e.keys.App("app")
+	sessKeys := func(ks ...string) []string { return ks }
+	appendKeys := sessKeys(k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs)
+	inc := e.hash(k.Session)["m:inc"]
+	goodAppend := func() []any {
+		return []any{"1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "3600000", "0", "app", "u", "s", "", "x", "0",
+			"1", "k", "1", "0", "0", "0"}
+	}
+	with := func(args []any, i int, v any) []any { args[i] = v; return args }
+	cases := []struct {
+		name   string
+		script string
+		keys   []string
+		args   []any
+	}{
+		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 3, "253402214400000000")},
+		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 3, "1.5")},
+		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 3, "2.534022144e+17")},
+		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 15, "9000")},
+		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), "extra")},
+		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:20], "1", "f.txt", "v2")},
+		{"create: create time beyond 2^53", lua.Create,
+			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
+			[]any{"1e300", "0", "app", "u", "new", "u:new", "", "0", "0"}},
+		{"create: pairs beyond the arguments", lua.Create,
+			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
+			[]any{"1000", "0", "app", "u", "new", "u:new", "", "5", "k", "1", "0"}},
+		{"hydrate: seqs not ending at the revision", lua.Hydrate,
+			sessKeys(e.keys.Session("app", "u", "h").Session, e.keys.Session("app", "u", "h").Events, e.keys.Session("app", "u", "h").EventIDs),
+			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}"}},
+		{"hydrate_state: revision not an integer", lua.HydrateState, sessKeys(e.keys.Session("app", "v", "").User),
+			[]any{"x", "", "0"}},
+		{"hydrate_index: update time not an integer", lua.HydrateIndex, sessKeys(e.keys.Session("app", "v", "").UserIndex, e.keys.Session("app", "v", "x").Session),
+			[]any{"60000", "x", "soon"}},
+		{"app_apply: pairs beyond the arguments", lua.AppApply, sessKeys(a.State, a.Applied),
+			[]any{"id", "1000", "1000", "0", "3"}},
+		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
+			[]any{"inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "0", "app", "u", "s", "r", "1", "4", "k", "1"}},
+		{"flushed: TTL not an integer", lua.Flushed,
+			sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs),
+			[]any{inc, "1", "", "soon", "1000", "u:s"}},
+		{"flushed: an argument too many", lua.Flushed,
+			sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs),
+			[]any{inc, "1", "", "60000", "1000", "u:s", "extra"}},
+		{"ack: more dead letters than arguments", lua.Ack, sessKeys(k.Log, e.keys.ShardKeys(k.Shard).Dead),
+			[]any{"5", "{}"}},
+		{"state_dead: revision not an integer", lua.StateDead, sessKeys(k.User), []any{"1.5"}},
+		{"lease_acquire: lease time not an integer", lua.LeaseAcquire, sessKeys(e.keys.ShardKeys(k.Shard).Lease),
+			[]any{"me", "15s"}},
+		{"delete: time not an integer", lua.Delete, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
+			[]any{"0", "soon", "app", "u", "s", "u:s"}},
+	}
+	for _, c := range cases {
+		before := e.dump()
+		err := e.rdb.Eval(ctx, c.script, c.keys, c.args...).Err()
+		require.Error(t, err, c.name)
+		require.Contains(t, err.Error(), "adksession:", c.name)
+		require.Equal(t, before, e.dump(), "%s: the namespace changed", c.name)
+	}
+	// The well-formed call appends: the cases above failed for their one bad argument.
+	n, err := e.rdb.Eval(ctx, lua.Append, appendKeys, goodAppend()...).Slice()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, n[0])
+}
+
+// testEventIDRetry: an append retried after its reply was lost (same id,
+// same event, a new timestamp) writes nothing and answers the stored id and
+// timestamp, even through a handle that missed the first attempt; an id
+// reused for another event is ErrAlreadyExists with nothing written.
+func testEventIDRetry(t *testing.T, url string) {
+	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	ctx := wbCtx(t)
+	sess := e.create(e.svc, "app", "u", "s", nil)
+	lost := e.getSess("app", "u", "s") // the handle whose append's reply is "lost"
+
+	first := &service.Event{ID: "ev-1", InvocationID: "inv", Author: "model",
+		Content: json.RawMessage(`{"parts":[{"text":"hi"}]}`),
+		Actions: service.EventActions{StateDelta: map[string]any{"n": 1, "user:u": 1, "app:a": 1, "temp:t": 1}}}
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, first))
+	appRev := e.hash(e.keys.App("app").State)["m:rev"]
+
+	retry := &service.Event{ID: "ev-1", InvocationID: "inv", Author: "model",
+		Content:   json.RawMessage(`{"parts":[{"text":"hi"}]}`),
+		Timestamp: first.Timestamp.Add(time.Second),
+		Actions:   service.EventActions{StateDelta: map[string]any{"n": 1, "user:u": 1, "app:a": 1, "temp:t": 1}}}
+	before := e.dump()
+	require.NoError(t, e.svc.AppendEvent(ctx, lost, retry))
+	require.Equal(t, before, e.dump(), "a retry writes nothing")
+	require.Equal(t, first.Timestamp, retry.Timestamp, "the stored timestamp")
+	require.Equal(t, appRev, e.hash(e.keys.App("app").State)["m:rev"], "app delta applied once")
+	// The handle that missed the reply now holds the event, as if the first attempt had answered.
+	require.Equal(t, 1, lost.Events().Len())
+	require.Equal(t, stateMap(sess), stateMap(lost))
+	require.NoError(t, e.svc.AppendEvent(ctx, lost, &service.Event{InvocationID: "inv", Author: "model"}), "the handle is current")
+
+	// The same id for another event.
+	other := &service.Event{ID: "ev-1", InvocationID: "inv", Author: "model",
+		Content: json.RawMessage(`{"parts":[{"text":"something else"}]}`)}
+	before = e.dump()
+	err := e.svc.AppendEvent(ctx, lost, other)
+	require.ErrorIs(t, err, service.ErrAlreadyExists)
+	require.Contains(t, err.Error(), "ev-1")
+	require.Equal(t, before, e.dump(), "a reused id writes nothing")
+
+	got := e.getSess("app", "u", "s")
+	require.Equal(t, 2, got.Events().Len())
+	e.flushOnce()
+	var rows, dead int
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM events WHERE app_name = 'app'`).Scan(&rows))
+	require.Equal(t, 2, rows)
+	for shard := range e.keys.Shards() {
+		n, err := e.rdb.LLen(ctx, e.keys.ShardKeys(shard).Dead).Result()
+		require.NoError(t, err)
+		dead += int(n)
+	}
+	require.Zero(t, dead)
+}
+
+// testEventIDFromDatabase: once the session's older events are only in the
+// database (trimmed from Redis after a flush), a retried event id is found
+// there: same event, the stored timestamp; another event,
+// ErrAlreadyExists. Postgres and Redis agree on the count.
+func testEventIDFromDatabase(t *testing.T, url string) {
+	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.MaxCachedEvents = 3; c.DisableFlusher = true })
+	ctx := wbCtx(t)
+	sess := e.create(e.svc, "app", "u", "s", nil)
+	var sent []*service.Event
+	for i := range 10 {
+		ev := &service.Event{ID: fmt.Sprintf("ev-%d", i), InvocationID: "inv", Author: "model",
+			Actions: service.EventActions{StateDelta: map[string]any{"i": i}}}
+		require.NoError(t, e.svc.AppendEvent(ctx, sess, ev))
+		sent = append(sent, ev)
+	}
+	e.flushOnce()
+	h := e.hash(e.keys.Session("app", "u", "s").Session)
+	require.Equal(t, []string{"8", "3"}, []string{h["m:first"], h["m:cnt"]}, "events 1-7 trimmed from Redis")
+
+	again := &service.Event{ID: "ev-1", InvocationID: "inv", Author: "model",
+		Actions: service.EventActions{StateDelta: map[string]any{"i": 1}}}
+	before := e.dump()
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, again))
+	require.Equal(t, sent[1].Timestamp, again.Timestamp)
+	require.Equal(t, before, e.dump())
+
+	err := e.svc.AppendEvent(ctx, sess, &service.Event{ID: "ev-2", InvocationID: "inv", Author: "other"})
+	require.ErrorIs(t, err, service.ErrAlreadyExists)
+	require.Equal(t, before, e.dump())
+
+	// A new id still appends (the database was asked, and does not hold it).
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{ID: "ev-new", InvocationID: "inv", Author: "model"}))
+	e.flushOnce()
+	var rows int
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM events WHERE app_name = 'app'`).Scan(&rows))
+	require.Equal(t, 11, rows)
+	require.Equal(t, "11", e.hash(e.keys.Session("app", "u", "s").Session)["m:rev"])
+}
+
+// testEventIDAcrossSessions: two sessions may use the same event id; each
+// event's app: delta is applied, once (the dedupe id names the session).
+func testEventIDAcrossSessions(t *testing.T, url string) {
+	e := newWB(t, url, "", nil)
+	ctx := wbCtx(t)
+	s1 := e.create(e.svc, "app", "u1", "s", nil)
+	s2 := e.create(e.svc, "app", "u2", "s", nil)
+	require.NoError(t, e.svc.AppendEvent(ctx, s1, &service.Event{ID: "same", InvocationID: "i", Author: "a",
+		Actions: service.EventActions{StateDelta: map[string]any{"app:who": "u1", "app:n1": 1}}}))
+	require.NoError(t, e.svc.AppendEvent(ctx, s2, &service.Event{ID: "same", InvocationID: "i", Author: "a",
+		Actions: service.EventActions{StateDelta: map[string]any{"app:who": "u2", "app:n2": 2}}}))
+	h := e.hash(e.keys.App("app").State)
+	require.Equal(t, `"u2"`, h["s:who"])
+	require.Equal(t, "1", h["s:n1"])
+	require.Equal(t, "2", h["s:n2"])
+	require.Equal(t, "2", h["m:rev"])
+}
+
+// testHandleOfDeletedIncarnation: a handle read before Delete and a
+// Create of the same id is stale, in both append modes: nothing written.
+func testHandleOfDeletedIncarnation(t *testing.T, url string) {
+	for _, concurrent := range []bool{false, true} {
+		e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.ConcurrentAppends = concurrent; c.DisableFlusher = true })
+		ctx := wbCtx(t)
+		old := e.create(e.svc, "app", "u", "s", map[string]any{"k": "old"})
+		e.delete(e.svc, "app", "u", "s")
+		e.create(e.svc, "app", "u", "s", map[string]any{"k": "new"})
+		before := e.dump()
+		err := e.svc.AppendEvent(ctx, old, &service.Event{InvocationID: "i", Author: "a",
+			Actions: service.EventActions{StateDelta: map[string]any{"k": "from the old handle"}}})
+		require.ErrorIs(t, err, service.ErrStaleSession, "concurrent=%v", concurrent)
+		require.Equal(t, before, e.dump(), "concurrent=%v: nothing written", concurrent)
+		got := e.getSess("app", "u", "s")
+		require.Equal(t, "new", stateMap(got)["k"])
+		require.Zero(t, got.Events().Len())
+	}
+}
+
+// testStoredTimestampInJSON: the time an event is stored under (moved to
+// the previous event's + 1 µs when not after it, for appends and rewinds)
+// is the time in its JSON, in Redis and in the database, and integers reach
+// Redis as digits (a far but valid timestamp).
+func testStoredTimestampInJSON(t *testing.T, url string) {
+	e := newWB(t, url, testenv.FreshDatabase(t), nil)
+	ctx := wbCtx(t)
+	sess := e.create(e.svc, "app", "u", "s", map[string]any{"k": 0})
+	far := time.Date(2199, 12, 31, 23, 59, 59, 999998000, time.UTC)
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{InvocationID: "i1", Author: "a", Timestamp: far,
+		Actions: service.EventActions{StateDelta: map[string]any{"k": 1}}}))
+	h := e.hash(e.keys.Session("app", "u", "s").Session)
+	require.Equal(t, strconv.FormatInt(far.UnixMicro(), 10), h["m:ut"], "digits, not exponent form")
+	// Not after the previous event: moved to previous + 1 µs.
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{InvocationID: "i2", Author: "a",
+		Actions: service.EventActions{StateDelta: map[string]any{"k": 2}}}))
+	rw, err := e.svc.Rewind(ctx, &service.RewindRequest{AppName: "app", UserID: "u", SessionID: "s", BeforeInvocationID: "i2"})
+	require.NoError(t, err)
+	require.Equal(t, far.Add(2*time.Microsecond), rw.Timestamp)
+
+	zs, err := e.rdb.ZRangeWithScores(ctx, e.keys.Session("app", "u", "s").Events, 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, zs, 3)
+	for i, z := range zs {
+		_, js, _ := strings.Cut(z.Member.(string), ":")
+		var head struct {
+			Timestamp json.Number `json:"timestamp"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(js), &head))
+		require.Equal(t, epochString(int64(z.Score)), head.Timestamp.String(), "event %d: JSON timestamp vs score", i)
+		require.Equal(t, far.Add(time.Duration(i)*time.Microsecond).UnixMicro(), int64(z.Score))
+	}
+	e.flush(e.svc)
+	var n int
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM events WHERE app_name = 'app'
+AND (event_data->>'timestamp')::numeric * 1000 <> round(extract(epoch FROM "timestamp")::numeric * 1000000)`).Scan(&n))
+	require.Zero(t, n, "event_data timestamps (ms) that differ from the column")
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM events WHERE app_name = 'app'`).Scan(&n))
+	require.Equal(t, 3, n)
+	got := e.getSess("app", "u", "s")
+	require.Equal(t, map[string]any{"k": float64(1)}, stateMap(got), "rewound before i2")
+}
+
+// epochString is µs as float epoch seconds with six decimals (the API form).
+func epochString(us int64) string {
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+}
+
+func (e *wbEnv) hash(key string) map[string]string {
+	e.t.Helper()
+	h, err := e.rdb.HGetAll(wbCtx(e.t), key).Result()
+	require.NoError(e.t, err)
+	return h
+}

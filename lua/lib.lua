@@ -1,0 +1,66 @@
+-- lib.lua: helpers package lua puts in front of the scripts that use them (after a shebang line, if any).
+--
+-- Redis does not roll back a script that fails midway, so every script reads and checks all of its inputs
+-- and preconditions first (argv_int, argv_pairs raise an error reply before anything is written), then
+-- writes. Lua's unpack takes at most about 8 000 values: commands with an unbounded number of arguments
+-- go through chunked / hmget_chunked, never one unpack of the whole list.
+
+-- CHUNK is the most arguments one chunked command call takes (even, so pairs stay together).
+local CHUNK = 1000
+
+-- fail raises an error reply naming the script's bad input; nothing has been written when it is called.
+local function fail(msg)
+  error({err = 'ERR adksession: ' .. msg})
+end
+
+-- argv_int reads ARGV[i] as an integer in [lo, hi].
+local function argv_int(i, lo, hi)
+  local n = tonumber(ARGV[i])
+  if n == nil or n % 1 ~= 0 or n < lo or n > hi then
+    fail('ARGV[' .. i .. ']: ' .. tostring(ARGV[i]) .. ' is not an integer in [' ..
+      string.format('%d', lo) .. ', ' .. string.format('%d', hi) .. ']')
+  end
+  return n
+end
+
+-- MAX_INT is the largest integer a Lua number holds exactly (2^53).
+local MAX_INT = 9007199254740992
+
+-- argv_pairs reads ARGV[i] = n, then n pairs: it returns the 2n values as a list (each first one with
+-- prefix put in front), n, and the index after the pairs.
+local function argv_pairs(i, prefix)
+  local n = argv_int(i, 0, MAX_INT)
+  if i + 2 * n > #ARGV then
+    fail('ARGV[' .. i .. ']: ' .. n .. ' pairs, but only ' .. (#ARGV - i) .. ' arguments follow')
+  end
+  local out = {}
+  for j = 1, n do
+    out[2 * j - 1] = prefix .. ARGV[i + 2 * j - 1]
+    out[2 * j] = ARGV[i + 2 * j]
+  end
+  return out, n, i + 1 + 2 * n
+end
+
+-- chunked runs cmd key args... over list, CHUNK arguments per call (HSET, ZADD, HDEL, ZREM, ...).
+local function chunked(cmd, key, list)
+  for lo = 1, #list, CHUNK do
+    redis.call(cmd, key, unpack(list, lo, math.min(lo + CHUNK - 1, #list)))
+  end
+end
+
+-- hmget_chunked reads many fields of a hash.
+local function hmget_chunked(key, fields)
+  local out = {}
+  for lo = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, lo, math.min(lo + CHUNK - 1, #fields)))
+    for j = 1, #part do
+      out[#out + 1] = part[j]
+    end
+  end
+  return out
+end
+
+-- int formats an integer for Redis: as digits, never in exponent notation.
+local function int(n)
+  return string.format('%d', n)
+end
