@@ -23,3 +23,15 @@ func (s *Store) ReleaseLease(ctx context.Context, shard int, owner string) error
 	}
 	return nil
 }
+
+// ReleaseLeases gives up, in one pipeline, every shard lease owner holds:
+// another flusher takes those shards on its next poll.
+func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
+	_, err := s.pipelined(ctx, leaseReleaseScript, s.keys.Shards(), func(i int) ([]string, []any) {
+		return []string{s.keys.ShardKeys(i).Lease}, []any{owner}
+	})
+	if err != nil {
+		return fmt.Errorf("release leases: %w", err)
+	}
+	return nil
+}

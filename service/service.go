@@ -104,7 +104,7 @@ func (s *Service) NewFlusher(logger *slog.Logger) *persist.Flusher {
 		return nil
 	}
 	return persist.NewFlusher(s.db, s.cache, persist.FlusherOptions{
-		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL,
+		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL, LeaseTTL: s.cfg.FlushLeaseTTL,
 		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger,
 	})
 }
