@@ -67,6 +67,8 @@ var Layout = []KeySpec{
 		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
 	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
 	{"<ns>adk:stats", "hash", "none", "flusher", "dashboards: flush lag, backlog, batches, retries, dead letters"},
+	{"<ns>adk:prune:lease", "string", "Config.Retention.Interval (renewed while a prune runs)",
+		"background retention (lease_acquire.lua, lease_release.lua)", "background retention: id of the process that pruned last; the fleet prunes when it is free"},
 }
 
 // NewKeys returns the key builder of a namespace. namespace may be empty; it
@@ -164,6 +166,9 @@ func (k Keys) Meta() string { return k.prefix + "meta" }
 
 // Stats is the flusher summary hash dashboards read.
 func (k Keys) Stats() string { return k.prefix + "stats" }
+
+// PruneLease is the lease of the fleet's background prune.
+func (k Keys) PruneLease() string { return k.prefix + "prune:lease" }
 
 // AppIndexMember is the member of a session in an app index zset: the raw
 // ids joined by NUL, which no id contains, so that the members' byte order

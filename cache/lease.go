@@ -35,3 +35,22 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 	}
 	return nil
 }
+
+// AcquirePruneLease takes the lease of the fleet's background prune for
+// owner, for ttl, or renews it when owner holds it; it reports whether
+// owner holds it.
+func (s *Store) AcquirePruneLease(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
+	n, err := s.run(ctx, leaseAcquireScript, []string{s.keys.PruneLease()}, owner, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("prune lease: %w", err)
+	}
+	return n == 1, nil
+}
+
+// ReleasePruneLease gives up the prune lease if owner holds it.
+func (s *Store) ReleasePruneLease(ctx context.Context, owner string) error {
+	if err := s.run(ctx, leaseReleaseScript, []string{s.keys.PruneLease()}, owner).Err(); err != nil {
+		return fmt.Errorf("release prune lease: %w", err)
+	}
+	return nil
+}

@@ -83,6 +83,10 @@ type Config struct {
 	// them. A flusher that stops cleanly (Close) gives its shards up at
 	// once. Keep it well above the time one batch takes.
 	FlushLeaseTTL time.Duration
+	// Retention prunes idle sessions in the background, once per
+	// Retention.Interval across the fleet (see RetentionConfig and Prune).
+	// The zero value prunes nothing.
+	Retention RetentionConfig
 	// WaitReplicas > 0 acknowledges a write only once that many replicas
 	// of its Redis master have it (WAIT, sent in the same round trip), so
 	// that a failover loses nothing acknowledged; 0 (default) trusts the
@@ -138,6 +142,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = 100 * time.Millisecond
+	}
+	var err error
+	if c.Retention, err = c.Retention.withDefaults(c.DatabaseURL != "" || c.DB != nil); err != nil {
+		return c, err
 	}
 	switch {
 	case c.FlushLeaseTTL == 0:

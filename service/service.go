@@ -37,6 +37,7 @@ type Service struct {
 	// prune's batch ("read": candidates read; "fenced": fenced in Redis,
 	// rows not deleted yet).
 	pruneHook func(stage string)
+	retention *retention // nil without Config.Retention
 }
 
 // Open connects to Redis (and the database, whose schema must be migrated:
@@ -93,6 +94,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.flusher = s.NewFlusher(cfg.Logger)
 		s.flusher.Start(ctx)
 	}
+	s.startRetention(ctx, cfg.Retention, cfg.logger())
 	return s, nil
 }
 
@@ -184,11 +186,15 @@ func (s *Service) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops this process's flusher after it drained what is pending
-// (bounded by ctx), then releases the connections.
-// Shutdown order: callers stop appending first; then flusher, then pools.
+// Close stops this process's background prune (Config.Retention) and its
+// flusher after it drained what is pending (bounded by ctx), then releases
+// the connections. Shutdown order: callers stop appending first; then the
+// prune, the flusher, the pools.
 func (s *Service) Close(ctx context.Context) error {
 	var errs []error
+	if s.retention != nil {
+		s.retention.stop()
+	}
 	if s.flusher != nil {
 		errs = append(errs, s.flusher.Stop(ctx))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -125,4 +126,17 @@ func byteSize(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %cB", f, " kMGT"[i])
+}
+
+// retentionFlags set Config.Retention for the commands that run for long
+// (serve, flush): the fleet's background prune.
+type retentionFlags struct{ idleFor, interval time.Duration }
+
+func (r *retentionFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&r.idleFor, "prune-idle-for", 0, "prune sessions idle this `long` in the background, once per --prune-interval across the fleet (default: never)")
+	fs.DurationVar(&r.interval, "prune-interval", time.Hour, "how often the fleet prunes in the background")
+}
+
+func (r retentionFlags) apply(cfg *service.Config) {
+	cfg.Retention = service.RetentionConfig{IdleFor: r.idleFor, Interval: r.interval}
 }

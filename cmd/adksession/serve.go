@@ -48,6 +48,7 @@ type serveFlags struct {
 	noFlusher         bool
 	maxEventBytes     int
 	shutdownTimeout   time.Duration
+	retention         retentionFlags
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,6 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.noFlusher, "no-flusher", false, "run no flusher in this process (`adksession flush` workers drain the change log)")
 	fs.IntVar(&f.maxEventBytes, "max-event-bytes", 1<<20, "largest event JSON accepted; request bodies may be 64 KiB more")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the drain on SIGTERM may take")
+	f.retention.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -146,6 +148,7 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 
 	cfg := f.store.config()
 	cfg.ConcurrentAppends, cfg.DisableFlusher, cfg.MaxEventBytes = f.concurrentAppends, f.noFlusher, f.maxEventBytes
+	f.retention.apply(&cfg)
 	// The in-process Redis never evicts and has no CONFIG to ask.
 	cfg.AllowAllKeysEviction = cfg.AllowAllKeysEviction || s.embedded != nil
 	if s.svc, err = service.Open(ctx, cfg); err != nil {
