@@ -95,7 +95,7 @@ func (hs *history) sample(now time.Time) {
 		}
 	}
 	if hs.h.opt.Redis != nil {
-		if r := hs.h.redisMemory(ctx); r.Error == "" {
+		if r, err := hs.h.readRedisMemory(ctx); err == nil && r.Error == "" {
 			s.RedisMemory = &r.UsedMemory
 		}
 	}
