@@ -55,10 +55,10 @@ func (e *wbEnv) drained(svc *service.Service, within time.Duration, why string) 
 }
 
 // TestTakeoverAfterClose: process A flushes (so it holds the leases of the
-// shards it wrote), then closes; appends go on through process B, whose
-// flusher takes A's shards on its next poll: everything is flushed well
-// within A's lease time (60 s here), which it would have to wait for if A
-// had kept its leases. A holds no lease after Close.
+// shards it wrote), then closes: it holds no lease after Close. Appends go
+// on through process B, whose flusher takes A's shards on its next poll:
+// everything is flushed within half A's lease time (60 s here), which it
+// would have to wait for if A had kept its leases.
 func TestTakeoverAfterClose(t *testing.T) {
 	t.Parallel()
 	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) {
@@ -80,14 +80,14 @@ func TestTakeoverAfterClose(t *testing.T) {
 	fb := b.NewFlusher(nil)
 	fb.Start(ctx)
 	defer fb.Stop(ctx)
-	e.drained(b, 10*time.Second, "B did not take A's shards")
+	e.drained(b, 30*time.Second, "B did not take A's shards")
 	checkDB(t, e.db, e.model)
 }
 
 // TestTakeoverAfterCrash: a flusher that dies (it stops renewing, and
 // gives nothing up) keeps its shards for its lease time, Config.
-// FlushLeaseTTL: 1 s here, so another process flushes them well within the
-// default 15 s.
+// FlushLeaseTTL: its leases expire within 1 s here (not the default 15 s),
+// then another process flushes them.
 func TestTakeoverAfterCrash(t *testing.T) {
 	t.Parallel()
 	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) {
@@ -101,13 +101,17 @@ func TestTakeoverAfterCrash(t *testing.T) {
 	_, err := crashed.RunOnce(ctx) // takes the leases, flushes a batch, then "dies": never stopped
 	require.NoError(t, err)
 	require.Equal(t, len(shards), e.heldLeases(shards))
+	for shard := range shards {
+		ttl := e.pttl(e.keys.ShardKeys(shard).Lease)
+		require.True(t, ttl > 0 && ttl <= time.Second, "lease of shard %d for %s, want at most FlushLeaseTTL (1s)", shard, ttl)
+	}
 	takeoverFleet(t, e, e.svc, "b", 40)
 
 	cfgB := e.cfg
 	cfgB.DisableFlusher = false
 	cfgB.FlushLeaseTTL = 0 // B's own lease time does not matter
 	b := e.open(cfgB)
-	e.drained(b, 10*time.Second, "B did not take the dead flusher's shards after its 1 s lease")
+	e.drained(b, 30*time.Second, "B did not take the dead flusher's shards after their lease")
 	checkDB(t, e.db, e.model)
 }
 

@@ -34,8 +34,11 @@ type PruneRequest struct {
 	Progress func(PruneProgress)
 }
 
-// MaxPruneBatch is the largest PruneRequest.BatchSize.
-const MaxPruneBatch = 10000
+// MaxPruneBatch is the largest PruneRequest.BatchSize. On Postgres a
+// batch's transaction takes one advisory lock per session, as a flusher's
+// batch does, from the shared lock table (max_locks_per_transaction ×
+// max_connections: 6 400 by default).
+const MaxPruneBatch = 5000
 
 // PruneProgress is how far a prune got.
 type PruneProgress struct {
@@ -72,8 +75,9 @@ const (
 	// pruneTxTimeout bounds one batch's transaction, well below
 	// pruneFenceTTL: the fence must outlive the delete.
 	pruneTxTimeout = 30 * time.Second
-	// pruneStateChunk is how many users' state one transaction checks.
-	pruneStateChunk = 2000
+	// pruneStateChunk is how many users' state one transaction checks (and
+	// locks, on Postgres).
+	pruneStateChunk = 500
 )
 
 // Prune deletes every session whose last update is older than
@@ -199,17 +203,22 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 	}
 	fences, err := p.s.cache.FenceSessions(ctx, p.token, p.sum.Cutoff.UnixMicro(), pruneFenceTTL, refs, p.req.DryRun)
 	if err != nil {
+		if !p.req.DryRun { // some may be fenced: lift this run's fences
+			err = errors.Join(err, p.unfence(ctx, refs))
+		}
 		return err
 	}
 	var fenced []persist.PruneCandidate
 	var fencedRefs []cache.FenceRef
 	for i, f := range fences {
-		if f.Fenced {
+		switch {
+		case f.Fenced:
 			fenced = append(fenced, cands[i])
 			fencedRefs = append(fencedRefs, refs[i])
+		case f.Kept != "deleted": // a session being deleted is not kept
+			p.sum.Kept++
 		}
 	}
-	p.sum.Kept += int64(len(cands) - len(fenced))
 	p.stage("fenced")
 	tctx, cancel := context.WithTimeout(ctx, pruneTxTimeout)
 	done, err := p.s.db.DeleteIdleSessions(tctx, fenced, p.req.DryRun)
