@@ -71,7 +71,18 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	var dup *cache.DuplicateEventError
 	switch {
 	case errors.As(err, &dup):
-		return s.appendedBefore(ctx, sess, ev, stored, dup.Stored, normalized)
+		if err := s.appendedBefore(ctx, sess, ev, stored, dup.Stored, normalized); err != nil {
+			return err
+		}
+		if dup.Stored == nil || dup.Stored.Seq == 0 {
+			return nil // in the database: flushed, so its app: step is done (the flusher repairs it)
+		}
+		// A retry: the first attempt may have stored the event and failed
+		// before its app: step was done. The step is idempotent per event.
+		if err := s.finishApp(ctx, sess.appName, cache.AppendChangeID(args.Incarnation, sess.userID, sess.id, stored.ID), delta.App); err != nil {
+			return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
+		}
+		return nil
 	case errors.Is(err, loader.ErrNotFound), errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
 		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, sess.id, sess.appName, sess.userID)
 	case errors.Is(err, cache.ErrStale):
