@@ -1,6 +1,9 @@
 package httpapi
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+)
 
 // deadLetterJSON is one dead letter as the dashboard shows it.
 type deadLetterJSON struct {
@@ -78,30 +81,26 @@ func (h *Handler) readDeadLetterAction(r *http.Request) (int, string, error) {
 }
 
 // retryDeadLetter: POST /api/deadletters/retry {"shard", "entry"} puts
-// the dead letter's change back on its shard's change log. 404 when the
-// list no longer holds it.
+// the dead letter's change back on its shard's change log: {"retried":
+// true}. 404 when the list no longer holds it.
 func (h *Handler) retryDeadLetter(w http.ResponseWriter, r *http.Request) error {
-	shard, entry, err := h.readDeadLetterAction(r)
-	if err != nil {
-		return err
-	}
-	if err := h.svc.RetryDeadLetter(r.Context(), shard, entry); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"retried": true})
-	return nil
+	return h.deadLetterAction(w, r, h.svc.RetryDeadLetter, "retried")
 }
 
 // dropDeadLetter: POST /api/deadletters/drop {"shard", "entry"} forgets
-// the dead letter. 404 when the list no longer holds it.
+// the dead letter: {"dropped": true}. 404 when the list no longer holds it.
 func (h *Handler) dropDeadLetter(w http.ResponseWriter, r *http.Request) error {
+	return h.deadLetterAction(w, r, h.svc.DropDeadLetter, "dropped")
+}
+
+func (h *Handler) deadLetterAction(w http.ResponseWriter, r *http.Request, act func(context.Context, int, string) error, done string) error {
 	shard, entry, err := h.readDeadLetterAction(r)
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DropDeadLetter(r.Context(), shard, entry); err != nil {
+	if err := act(r.Context(), shard, entry); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dropped": true})
+	writeJSON(w, http.StatusOK, map[string]any{done: true})
 	return nil
 }
