@@ -106,7 +106,9 @@ func (f *Flusher) Start(ctx context.Context) {
 }
 
 // Stop ends the loop, then drains what is left, bounded by ctx, and gives up
-// the flusher's leases. Calling it again is a no-op.
+// the flusher's leases at once, so that another flusher takes its shards on
+// its next poll (a flusher that dies keeps them for LeaseTTL). Calling it
+// again is a no-op.
 func (f *Flusher) Stop(ctx context.Context) error {
 	f.mu.Lock()
 	if f.stopped {
@@ -128,12 +130,12 @@ func (f *Flusher) Stop(ctx context.Context) error {
 			break
 		}
 	}
-	for shard := range f.cache.Keys().Shards() {
-		if e := f.cache.ReleaseLease(context.WithoutCancel(ctx), shard, f.owner); e != nil && err == nil {
-			err = e
-		}
-	}
-	return err
+	// Give the shards up at once (one pipeline), also when ctx has ended:
+	// another flusher takes them on its next poll instead of waiting for
+	// the leases to expire.
+	rctx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelRelease()
+	return errors.Join(err, f.cache.ReleaseLeases(rctx, f.owner))
 }
 
 // Kick asks for a pass now (Flush calls it).

@@ -32,6 +32,12 @@ type Service struct {
 	loader  *loader.Loader
 	db      *persist.Store   // nil without a database
 	flusher *persist.Flusher // nil without a database or with DisableFlusher
+	prunes  pruneStats
+	// pruneHook, set by tests of this package, runs at each stage of a
+	// prune's batch ("read": candidates read; "fenced": fenced in Redis,
+	// rows not deleted yet).
+	pruneHook func(stage string)
+	retention *retention // nil without Config.Retention
 }
 
 // Open connects to Redis (and the database, whose schema must be migrated:
@@ -88,6 +94,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.flusher = s.NewFlusher(cfg.Logger)
 		s.flusher.Start(ctx)
 	}
+	s.startRetention(ctx, cfg.Retention, cfg.logger())
 	return s, nil
 }
 
@@ -99,7 +106,7 @@ func (s *Service) NewFlusher(logger *slog.Logger) *persist.Flusher {
 		return nil
 	}
 	return persist.NewFlusher(s.db, s.cache, persist.FlusherOptions{
-		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL,
+		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL, LeaseTTL: s.cfg.FlushLeaseTTL,
 		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger,
 	})
 }
@@ -179,11 +186,15 @@ func (s *Service) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops this process's flusher after it drained what is pending
-// (bounded by ctx), then releases the connections.
-// Shutdown order: callers stop appending first; then flusher, then pools.
+// Close stops this process's background prune (Config.Retention) and its
+// flusher after it drained what is pending (bounded by ctx), then releases
+// the connections. Shutdown order: callers stop appending first; then the
+// prune, the flusher, the pools.
 func (s *Service) Close(ctx context.Context) error {
 	var errs []error
+	if s.retention != nil {
+		s.retention.stop()
+	}
 	if s.flusher != nil {
 		errs = append(errs, s.flusher.Stop(ctx))
 	}
