@@ -236,3 +236,25 @@ func (s *Store) Wakeups(ctx context.Context) (wake <-chan struct{}, stop func() 
 	}()
 	return out, ps.Close
 }
+
+// RecentBacklog is the backlog as the flushers last wrote it to the stats
+// hash (one command), when a flusher wrote it within maxAge; otherwise (no
+// flusher runs, or none has for that long) it is read from every shard
+// (Backlog).
+func (s *Store) RecentBacklog(ctx context.Context, maxAge time.Duration) (Backlog, error) {
+	h, err := s.Stats(ctx)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("read flusher stats: %w", err)
+	}
+	num := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	at := time.UnixMilli(num("updated_ms"))
+	if h["updated_ms"] == "" || time.Since(at) > maxAge {
+		return s.Backlog(ctx)
+	}
+	b := Backlog{Entries: num("backlog"), Dead: num("dead_letters")}
+	if lag := time.Duration(num("lag_ms")) * time.Millisecond; b.Entries > 0 {
+		b.Oldest = at.Add(-lag)
+		b.Lag = time.Since(b.Oldest)
+	}
+	return b, nil
+}

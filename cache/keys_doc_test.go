@@ -48,7 +48,7 @@ func TestLayoutCoversBuilders(t *testing.T) {
 	s := k.Session("<app>", "<user>", "<sid>")
 	a := k.App("<app>")
 	sh := k.ShardKeys(3)
-	built := []string{k.Meta(), k.Stats(), k.Wake()}
+	built := []string{k.Meta(), k.Stats(), k.Wake(), k.PruneLease()}
 	for _, set := range []any{s, a, sh} {
 		v := reflect.ValueOf(set)
 		for i := range v.NumField() {

@@ -34,7 +34,7 @@ var (
 
 	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript,
 		rewindScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
-		ackScript, stateDeadScript}
+		ackScript, stateDeadScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
 )
 
 // script is one of the scripts of package lua. A script that declares

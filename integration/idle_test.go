@@ -80,3 +80,31 @@ func BenchmarkIdleProcesses(b *testing.B) {
 		b.ReportMetric(float64(after-before)/window.Seconds()/processes, "cmds/s/process")
 	}
 }
+
+// TestRecentBacklog: with no flusher reporting, the backlog is read from
+// the shards; once a flusher has drained them, from what it reported.
+func TestRecentBacklog(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	ctx := wbCtx(t)
+	sess := e.create(e.svc, "app", "u", "s", nil)
+	e.mustAppend(e.svc, sess, "inv", "a", nil)
+	e.mustAppend(e.svc, sess, "inv", "b", nil)
+	b, err := e.svc.RecentBacklog(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, b.Entries, "the create and two appends, read from the shards")
+	require.Positive(t, b.Lag)
+
+	cfg := e.cfg
+	cfg.DisableFlusher = false
+	flusher := e.open(cfg)
+	e.flush(flusher)
+	waitUntil(t, 30*time.Second, "the flusher to report an empty backlog", func() bool {
+		h := e.hash(e.keys.Stats())
+		return h["backlog"] == "0" && h["updated_ms"] != ""
+	})
+	b, err = e.svc.RecentBacklog(ctx)
+	require.NoError(t, err)
+	require.Zero(t, b.Entries)
+	require.Zero(t, b.Lag)
+}

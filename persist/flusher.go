@@ -118,7 +118,9 @@ func (f *Flusher) Start(ctx context.Context) {
 }
 
 // Stop ends the loop, then drains what is left, bounded by ctx, and gives up
-// the flusher's leases. Calling it again is a no-op.
+// the flusher's leases at once, so that another flusher takes its shards on
+// its next poll (a flusher that dies keeps them for LeaseTTL). Calling it
+// again is a no-op.
 func (f *Flusher) Stop(ctx context.Context) error {
 	f.mu.Lock()
 	if f.stopped {
@@ -140,12 +142,12 @@ func (f *Flusher) Stop(ctx context.Context) error {
 			break
 		}
 	}
-	for shard := range f.cache.Keys().Shards() {
-		if e := f.cache.ReleaseLease(context.WithoutCancel(ctx), shard, f.owner); e != nil && err == nil {
-			err = e
-		}
-	}
-	return err
+	// Give the shards up at once (one pipeline), also when ctx has ended:
+	// another flusher takes them on its next poll instead of waiting for
+	// the leases to expire.
+	rctx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelRelease()
+	return errors.Join(err, f.cache.ReleaseLeases(rctx, f.owner))
 }
 
 // Kick asks for a pass now (Flush calls it).
@@ -267,7 +269,7 @@ func (f *Flusher) RunOnce(ctx context.Context) (int, error) {
 		})
 	}
 	wg.Wait()
-	f.writeStats(ctx, total > 0)
+	f.writeStats(ctx, total > 0, lens)
 	return total, errors.Join(errs...)
 }
 
@@ -343,18 +345,28 @@ func (f *Flusher) finish(ctx context.Context, sb *shardBatch) error {
 	return nil
 }
 
-// writeStats refreshes the summary dashboards read. Only a flusher at work
-// writes it (at most once a second, and once more when it finds nothing
-// left), so idle processes cost Redis nothing.
-func (f *Flusher) writeStats(ctx context.Context, worked bool) {
+// writeStats refreshes the summary dashboards read (cache.Store.Stats). A
+// flusher at work writes all of it, at most once a second and once more
+// when it finds nothing left; an idle one, on its slow poll, only notes that
+// the backlog is empty (one command), so that readers can tell a live, idle
+// write-behind from one nobody runs without scanning every shard.
+func (f *Flusher) writeStats(ctx context.Context, worked bool, lens []int64) {
+	now := time.Now().UnixMilli()
+	last := f.statsAt.Load()
 	if !worked && !f.statsDirty.Swap(false) {
+		var backlog int64
+		for _, n := range lens {
+			backlog += n
+		}
+		if backlog == 0 && now-last >= idleStatsEvery.Milliseconds() && f.statsAt.CompareAndSwap(last, now) {
+			_ = f.cache.WriteStats(ctx, map[string]any{"backlog": 0, "lag_ms": 0, "updated_ms": now})
+		}
 		return
 	}
 	if worked {
 		f.statsDirty.Store(true)
 	}
-	now := time.Now().UnixMilli()
-	if last := f.statsAt.Load(); worked && now-last < 1000 || !f.statsAt.CompareAndSwap(last, now) {
+	if worked && now-last < 1000 || !f.statsAt.CompareAndSwap(last, now) {
 		return
 	}
 	b, err := f.cache.Backlog(ctx)
@@ -368,3 +380,6 @@ func (f *Flusher) writeStats(ctx context.Context, worked bool) {
 		"updated_ms": time.Now().UnixMilli(), "last_error": s.LastError,
 	})
 }
+
+// idleStatsEvery is how often an idle flusher notes an empty backlog.
+const idleStatsEvery = 10 * time.Second

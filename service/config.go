@@ -81,6 +81,17 @@ type Config struct {
 	// DisableFlusher keeps this process from running a flusher (others,
 	// such as `adksession flush`, drain the change log).
 	DisableFlusher bool
+	// FlushLeaseTTL is how long a shard stays with a flusher that stopped
+	// renewing its lease (default 15s, at least 1s): a flusher renews a
+	// shard's lease before each batch of it, so this bounds how long the
+	// shards of a process that died wait before another process takes
+	// them. A flusher that stops cleanly (Close) gives its shards up at
+	// once. Keep it well above the time one batch takes.
+	FlushLeaseTTL time.Duration
+	// Retention prunes idle sessions in the background, once per
+	// Retention.Interval across the fleet (see RetentionConfig and Prune).
+	// The zero value prunes nothing.
+	Retention RetentionConfig
 	// WaitReplicas > 0 acknowledges a write only once that many replicas
 	// of its Redis master have it (WAIT, sent in the same round trip), so
 	// that a failover loses nothing acknowledged; 0 (default) trusts the
@@ -133,6 +144,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FlushBatchSize <= 0 {
 		c.FlushBatchSize = 500
+	}
+	var err error
+	if c.Retention, err = c.Retention.withDefaults(c.DatabaseURL != "" || c.DB != nil); err != nil {
+		return c, err
+	}
+	switch {
+	case c.FlushLeaseTTL == 0:
+		c.FlushLeaseTTL = 15 * time.Second
+	case c.FlushLeaseTTL < time.Second:
+		return c, fmt.Errorf("%w: Config.FlushLeaseTTL: %s, must be at least 1s (a live flusher could lose its shards between two batches)", ErrInvalidArgument, c.FlushLeaseTTL)
 	}
 	return c, nil
 }
