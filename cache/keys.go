@@ -66,6 +66,9 @@ var Layout = []KeySpec{
 	{"<ns>adk:{a:<app>}:ap", "zset", "none; members older than 7 days trimmed",
 		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
 	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
+	{"<ns>adk:wake", "pub/sub channel (not a key)", "",
+		"create.lua, append.lua, delete.lua, rewind.lua (only with a database): PUBLISH when a shard's change log gets its first entry",
+		"flushers: SUBSCRIBE while idle, then a pass over the shards"},
 	{"<ns>adk:stats", "hash", "none", "flusher", "dashboards: flush lag, backlog, batches, retries, dead letters"},
 	{"<ns>adk:prune:lease", "string", "Config.Retention.Interval (renewed while a prune runs)",
 		"background retention (lease_acquire.lua, lease_release.lua)", "background retention: id of the process that pruned last; the fleet prunes when it is free"},
@@ -166,6 +169,11 @@ func (k Keys) Meta() string { return k.prefix + "meta" }
 
 // Stats is the flusher summary hash dashboards read.
 func (k Keys) Stats() string { return k.prefix + "stats" }
+
+// Wake is the pub/sub channel the scripts publish on when a shard's change
+// log gets its first entry, so that idle flushers wait for it instead of
+// polling every shard.
+func (k Keys) Wake() string { return k.prefix + "wake" }
 
 // PruneLease is the lease of the fleet's background prune.
 func (k Keys) PruneLease() string { return k.prefix + "prune:lease" }

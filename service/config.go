@@ -69,9 +69,14 @@ type Config struct {
 	// FlushBatchSize is the number of change-log entries the flusher writes
 	// per transaction (default 500).
 	FlushBatchSize int
-	// FlushInterval is how often the flusher polls for changes while it
-	// finds work (default 100ms); idle, it backs off to 10 × FlushInterval.
-	// Flush wakes this process's flusher at once.
+	// FlushInterval is the longest an idle flusher waits before it looks at
+	// every shard again (default 15 s, a quarter second per shard beyond 60
+	// shards). It rarely needs to: the scripts publish on a wake channel
+	// when a shard's change log gets its first entry, and an idle flusher
+	// waits for that; the poll only catches a wakeup lost while Redis was
+	// unreachable and the shards of a flusher that died holding them. A
+	// flusher at work passes over the shards back to back; Flush wakes this
+	// process's flusher at once.
 	FlushInterval time.Duration
 	// DisableFlusher keeps this process from running a flusher (others,
 	// such as `adksession flush`, drain the change log).
@@ -139,9 +144,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FlushBatchSize <= 0 {
 		c.FlushBatchSize = 500
-	}
-	if c.FlushInterval <= 0 {
-		c.FlushInterval = 100 * time.Millisecond
 	}
 	var err error
 	if c.Retention, err = c.Retention.withDefaults(c.DatabaseURL != "" || c.DB != nil); err != nil {

@@ -230,10 +230,31 @@ func (s *Service) Backlog(ctx context.Context) (cache.Backlog, error) {
 	return s.cache.Backlog(ctx)
 }
 
+// RecentBacklog is Backlog as the flushers last reported it (one Redis
+// command), for dashboards that poll: busy flushers report every second, idle
+// ones every 10 to 16 s; when none has reported for a minute it is read from
+// every shard, as Backlog.
+func (s *Service) RecentBacklog(ctx context.Context) (cache.Backlog, error) {
+	return s.cache.RecentBacklog(ctx, time.Minute)
+}
+
 // FlusherStats are the counters of this process's flusher (zero without one).
 func (s *Service) FlusherStats() persist.FlusherStats {
 	if s.flusher == nil {
 		return persist.FlusherStats{}
 	}
 	return s.flusher.Stats()
+}
+
+// WriteStats count this process's write scripts (appends, creates, deletes,
+// rewinds, app-state steps) and the Redis round trips they took: concurrent
+// writes share round trips (group commit), so RoundTrips <= Calls.
+type WriteStats struct {
+	Calls, RoundTrips int64
+}
+
+// WriteStats reports the write counters since Open.
+func (s *Service) WriteStats() WriteStats {
+	c := s.cache.CommitStats()
+	return WriteStats{Calls: c.Calls, RoundTrips: c.Batches}
 }

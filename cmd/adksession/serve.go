@@ -173,7 +173,7 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 	if f.store.databaseURL != "" {
 		opt.Ready = s.svc.Ready
 		opt.FlushStats = func(ctx context.Context) (httpapi.FlushStats, error) {
-			b, err := s.svc.Backlog(ctx)
+			b, err := s.svc.RecentBacklog(ctx)
 			return httpapi.FlushStats{Lag: b.Lag, Backlog: b.Entries, DeadLetters: b.Dead}, err
 		}
 	}

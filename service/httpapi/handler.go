@@ -116,10 +116,8 @@ type Handler struct {
 	metrics *metrics
 	recent  *recentSessions
 	count   cachedCount
-	// appendLocks serialize appends without a revision to one session.
-	appendLocks stripedLocks
-	log         *slog.Logger
-	history     *history // nil without history
+	log     *slog.Logger
+	history *history // nil without history
 }
 
 // New returns the handler of svc. It panics when opt.Validate fails.
