@@ -45,13 +45,10 @@ func decodeCursor(tok, kind string) (listCursor, error) {
 		err = errors.New("no last session")
 	}
 	if err != nil {
-		return c, fmt.Errorf("%w: %q is not a token this service issued for this listing", ErrBadToken, tok)
+		return c, fmt.Errorf("%w: PageToken: %q is not a token this service issued for this listing", ErrInvalidArgument, tok)
 	}
 	return c, nil
 }
-
-// ErrBadToken: a page token this service did not issue.
-var ErrBadToken = errors.New("adksession: bad page token")
 
 // AppToken is the page token of an app listing whose previous page ended
 // with last.

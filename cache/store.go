@@ -1,6 +1,3 @@
-// Package cache is adksession's Redis layer: the key layout (keys.go), the
-// client for standalone Redis and Redis Cluster, and typed calls of the Lua
-// scripts in package lua. It knows nothing of events beyond their JSON.
 package cache
 
 import (
@@ -120,7 +117,7 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	return codeError(res[0], ErrExists)
+	return codeError(res[0])
 }
 
 // CreateChangeID is the id under which the app part of a create's initial
@@ -270,7 +267,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	case codeCheckID:
 		return nil, ErrCheckEventID
 	}
-	if err := codeError(code, ErrNotCached); err != nil {
+	if err := codeError(code); err != nil {
 		if code == codeStale {
 			return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
 		}

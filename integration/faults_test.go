@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 )
@@ -53,7 +52,7 @@ func (e *wbEnv) logEntries() map[int][]redis.XMessage {
 	return out
 }
 
-func (e *wbEnv) backlog(svc *service.Service) cache.Backlog {
+func (e *wbEnv) backlog(svc *service.Service) service.Backlog {
 	e.t.Helper()
 	b, err := svc.Backlog(wbCtx(e.t))
 	require.NoError(e.t, err)
@@ -190,7 +189,7 @@ func TestFaultPostgresDown(t *testing.T) {
 	pg.Stop(t, "fast")
 	downAt := time.Now()
 	atStop := e.backlog(e.svc)
-	var peak cache.Backlog
+	var peak service.Backlog
 	for time.Since(downAt) < 6*time.Second {
 		b := e.backlog(e.svc)
 		if b.Entries > peak.Entries {

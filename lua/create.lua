@@ -19,7 +19,7 @@
 -- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[8] -> number of session-state pairs S, then S pairs (key, JSON value)
 -- ARGV[9+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
--- Returns {0} created, {-1} the id exists, {-4} the user's state is not cached (load it, then retry).
+-- Returns {0} created, {-10} the id exists, {-4} the user's state is not cached (load it, then retry).
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local undo, ids = KEYS[8], KEYS[9]
@@ -36,7 +36,7 @@ end
 
 if redis.call('EXISTS', sess) == 1 then
   if redis.call('HGET', sess, 'm:del') ~= '1' then
-    return {-1}
+    return {-10}
   end
 end
 if durable and redis.call('EXISTS', user) == 0 then
