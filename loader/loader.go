@@ -20,8 +20,8 @@ import (
 // Options configure a Loader.
 type Options struct {
 	DB              *persist.Store // nil: Redis only
-	CacheTTL        time.Duration  // TTL of rehydrated (fully flushed) keys
-	MaxCachedEvents int            // events put back per session
+	CacheTTL        time.Duration  // TTL of rehydrated (fully flushed) keys (service.Config.CacheTTL)
+	MaxCachedEvents int            // events put back per session (service.Config.MaxCachedEvents)
 }
 
 // Loader reads sessions, cache first.
@@ -30,14 +30,9 @@ type Loader struct {
 	opts  Options
 }
 
-// New returns a Loader over the cache (and the database of o).
+// New returns a Loader over the cache (and the database of o). The values of
+// o are used as given: service.Config holds their defaults.
 func New(c *cache.Store, o Options) *Loader {
-	if o.MaxCachedEvents <= 0 {
-		o.MaxCachedEvents = 1000
-	}
-	if o.CacheTTL <= 0 {
-		o.CacheTTL = 24 * time.Hour
-	}
 	return &Loader{cache: c, opts: o}
 }
 

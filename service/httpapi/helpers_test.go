@@ -48,10 +48,16 @@ type apiServer struct {
 	token string
 }
 
-func newAPIServer(t *testing.T, redisURL string, opt httpapi.Options) *apiServer {
+// newAPIServer serves a service on redisURL; configure, when given, adjusts
+// its Config.
+func newAPIServer(t *testing.T, redisURL string, opt httpapi.Options, configure ...func(*service.Config)) *apiServer {
 	t.Helper()
 	ctx := context.Background()
-	svc, err := service.Open(ctx, service.Config{RedisURL: redisURL, Namespace: testenv.UniqueName(t, "httpapi-"), MaxEventBytes: opt.MaxEventBytes})
+	cfg := service.Config{RedisURL: redisURL, Namespace: testenv.UniqueName(t, "httpapi-")}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	svc, err := service.Open(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { svc.Close(context.Background()) })
 	h := httpapi.New(svc, opt)
