@@ -108,7 +108,8 @@ func (s *Store) UserIndexHas(ctx context.Context, app, user, sid string) (comple
 func (s *Store) UnflushedSessions(ctx context.Context, app, user string) ([]string, error) {
 	k := s.keys.Session(app, user, "")
 	prefix := AppIndexMember(user, "")
-	ms, err := s.rdb.ZRangeByLex(ctx, k.AppIndex, &redis.ZRangeBy{Min: "[" + prefix, Max: "(" + user + "\x01"}).Result()
+	min, max := AppIndexUserRange(user)
+	ms, err := s.rdb.ZRangeByLex(ctx, k.AppIndex, &redis.ZRangeBy{Min: min, Max: max}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read app index: %w", err)
 	}
@@ -210,7 +211,7 @@ func (s *Store) AppIndexRange(ctx context.Context, app string, after ListItem, n
 	for i := range from {
 		from[i] = "-"
 		if after.User != "" {
-			from[i] = "(" + AppIndexMember(after.User, after.SID)
+			from[i] = AppIndexAfter(after.User, after.SID)
 		}
 	}
 	count := int64(2*n/shards + 2)

@@ -133,9 +133,12 @@ func AppendChangeID(incarnation int64, user, sid, eventID string) string {
 	return "e/" + strconv.FormatInt(incarnation, 10) + "/" + AppIndexMember(user, sid) + "/" + eventID
 }
 
-// ApplyApp applies an app-state delta once per id (event id or create id);
-// applying it again is a no-op. ErrAppNotCached: load the app state, then retry. It is the second step of an event with an
-// app: delta: app state lives in its own hash slot. An empty delta is a no-op.
+// ApplyApp applies an app-state delta once per id (CreateChangeID or
+// AppendChangeID); applying it again is a no-op. ErrAppNotCached (the
+// script's -4) when Redis lost the app hash with a database behind it: load
+// the app state, then retry. It is the second step of a create or an event
+// with an app: delta: app state lives in its own hash slot. An empty delta
+// is a no-op.
 func (s *Store) ApplyApp(ctx context.Context, app, id string, pairs []Pair) error {
 	if len(pairs) == 0 {
 		return nil

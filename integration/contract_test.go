@@ -320,7 +320,7 @@ func testCreate(t *testing.T, url string) {
 	before := e.hash(e.keys.Session("app", "u", "dup").Session)
 	_, err = e.svc.Create(ctx, &service.CreateRequest{AppName: "app", UserID: "u", SessionID: "dup", State: map[string]any{"a": 2}})
 	require.ErrorIs(t, err, service.ErrAlreadyExists)
-	require.Contains(t, err.Error(), "dup")
+	require.EqualError(t, err, "adksession: already exists: session dup of app app, user u")
 	require.Equal(t, before, e.hash(e.keys.Session("app", "u", "dup").Session), "a refused create writes nothing")
 	require.Equal(t, float64(1), stateOf(e.getS("app", "u", "dup"))["a"])
 
@@ -332,7 +332,7 @@ func testCreate(t *testing.T, url string) {
 	} {
 		_, err := e.svc.Get(ctx, req)
 		require.ErrorIs(t, err, service.ErrNotFound, "%+v", req)
-		require.Contains(t, err.Error(), "dup")
+		require.EqualError(t, err, "adksession: not found: session dup of app "+req.AppName+", user "+req.UserID)
 	}
 
 	// The same id under another user or app is another session.
@@ -650,7 +650,7 @@ func testStaleHandle(t *testing.T, url string) {
 	evB := &service.Event{Author: "b", Actions: service.EventActions{StateDelta: map[string]any{"b": 1, "user:b": 1, "app:b": 1, "temp:b": 1}}}
 	err := e.svc.AppendEvent(ctx, b, evB)
 	require.ErrorIs(t, err, service.ErrStaleSession)
-	require.Contains(t, err.Error(), "s")
+	require.EqualError(t, err, "adksession: session handle is stale: session s of app app, user u", "the session is named once")
 	require.Equal(t, before, e.dumpNamespace(), "a stale append writes nothing")
 	require.Empty(t, evB.ID, "the refused event is left as it was")
 	require.Contains(t, evB.Actions.StateDelta, "temp:b")

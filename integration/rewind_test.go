@@ -342,7 +342,7 @@ func runRewind(t *testing.T, url string) {
 		e.step("s", "A", map[string]any{"k": 1.0}, nil)
 		_, err := e.svc.Rewind(e.ctx, &service.RewindRequest{AppName: "app", UserID: "u", SessionID: "s", BeforeInvocationID: "nope"})
 		require.ErrorIs(t, err, service.ErrNotFound)
-		require.Contains(t, err.Error(), "nope")
+		require.EqualError(t, err, "adksession: not found: invocation nope in session s of app app, user u")
 		_, err = e.svc.Rewind(e.ctx, &service.RewindRequest{AppName: "app", UserID: "u", SessionID: "missing", BeforeInvocationID: "A"})
 		require.ErrorIs(t, err, service.ErrNotFound)
 		_, err = e.svc.Rewind(e.ctx, &service.RewindRequest{AppName: "app", UserID: "other", SessionID: "s", BeforeInvocationID: "A"})
