@@ -1,6 +1,6 @@
 package integration_test
 
-// The contract suite of the Redis-only core (SPEC sections 2, 3, 4, 7): one
+// The contract suite of the Redis-only core (README.md, docs/design.md): one
 // suite, run against a real standalone Redis and a real 3-master Redis
 // Cluster. Every subtest has its own namespace, so tests share the servers
 // without seeing each other and never flush anything.

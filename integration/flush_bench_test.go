@@ -1,6 +1,6 @@
 package integration
 
-// Write-behind benchmarks (SPEC section 8, issue 3 item 7), against the
+// Write-behind benchmarks (docs/benchmarks.md, "Write-behind"), against the
 // harness's Redis and Postgres:
 //
 //	integration/testenv.sh go test -run '^$' -bench 'Flush|ColdGet' -benchtime 1x ./integration/

@@ -1,6 +1,6 @@
 package integration
 
-// Redis faults that must lose nothing acknowledged (SPEC section 7): a
+// Redis faults that must lose nothing acknowledged (docs/design.md, "Redis faults"): a
 // redis-server killed (SIGKILL) and restarted with AOF, and a Redis Cluster
 // master failed over, each under a concurrent append load. Every event
 // carries an id the test chose, so what is stored can be compared with what

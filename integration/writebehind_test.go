@@ -1,6 +1,6 @@
 package integration
 
-// Write-behind (SPEC sections 4 and 5, issue 3) against real Redis
+// Write-behind (docs/design.md, "Write-behind") against real Redis
 // (standalone and a 3-master Cluster) and a real Postgres: every test
 // asserts that the database rows equal what was acknowledged, row for row.
 // The helpers here (wbEnv, model, checkDB) are shared by faults_test.go,
