@@ -110,7 +110,7 @@ func populate(e *wbEnv, app string, perUser, events int) []sessKey {
 }
 
 func runColdRead(t *testing.T, url string, flushAll func(*wbEnv)) {
-	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newWB(t, url, testenv.FreshDatabase(t), concurrentAppends)
 	ctx := wbCtx(t)
 	if flushAll == nil {
 		flushAll = func(e *wbEnv) { require.Positive(t, e.wipeNamespace()) }

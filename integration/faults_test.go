@@ -154,7 +154,7 @@ WHERE l.locktype = 'advisory' AND a.datname = current_database()`).Scan(&n))
 func TestFaultPostgresDown(t *testing.T) {
 	t.Parallel()
 	pg := testenv.StartPostgres(t)
-	e := newWB(t, testenv.RedisURL(t), pg.FreshDatabase(t), func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newWB(t, testenv.RedisURL(t), pg.FreshDatabase(t), concurrentAppends)
 	ctx := wbCtx(t)
 	sessions := fleet(e, e.svc, 6, 2)
 	e.flush(e.svc)

@@ -78,6 +78,10 @@ func newWB(t testing.TB, redisURL, dbURL string, tweak func(*service.Config)) *w
 	return e
 }
 
+// concurrentAppends is the Config tweak of tests whose appenders race
+// (Config.ConcurrentAppends).
+func concurrentAppends(c *service.Config) { c.ConcurrentAppends = true }
+
 // open opens another Service (another process of the fleet) with cfg.
 func (e *wbEnv) open(cfg service.Config) *service.Service {
 	e.t.Helper()

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/integration/testenv"
@@ -17,28 +16,10 @@ import (
 	"github.com/adksession/adksession/service/httpapi"
 )
 
-// backend is a Redis the API tests run against.
-type backend struct {
-	name string
-	url  func(t *testing.T) string
-}
-
-// backends are real Redis (from integration/testenv.sh) and miniredis, the
-// embedded default of `adksession serve`: the whole API must work on both.
-var backends = []backend{
-	{"redis", func(t *testing.T) string { return testenv.RedisURL(t) }},
-	{"miniredis", func(t *testing.T) string { return "redis://" + miniredis.RunT(t).Addr() + "/0" }},
-}
-
-// eachBackend runs f once per backend.
+// eachBackend runs f on real Redis and on miniredis, the embedded default of
+// `adksession serve`: the whole API must work on both.
 func eachBackend(t *testing.T, f func(t *testing.T, url string)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			url := b.url(t) // skips without a real Redis outside testenv.sh
-			t.Parallel()
-			f(t, url)
-		})
-	}
+	testenv.EachRedis(t, f, testenv.Standalone, testenv.Embedded)
 }
 
 // apiServer is an httptest server over a fresh service namespace.
