@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // Append benchmarks of docs/benchmarks.md, each ratio
 // taken against references measured in the same run (ceiling_test.go): the

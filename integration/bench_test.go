@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // Benchmarks of docs/benchmarks.md on a real standalone Redis (no database):
 // appends at concurrency 1, 10 and 100 next to the EVALSHA ceiling measured in

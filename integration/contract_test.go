@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // The contract suite of the Redis-only core (README.md, docs/design.md): one
 // suite, run against a real standalone Redis and a real 3-master Redis
@@ -35,45 +35,21 @@ func TestContractCluster(t *testing.T) {
 	runContract(t, testenv.ClusterURL(t))
 }
 
-// env is one subtest's view of a Redis deployment: a Service in a namespace
-// of its own, and a raw client to check what is literally in Redis.
+// env is one subtest's view of a Redis deployment (Redis only, unless tweak
+// names a database): a deployment, and the namespace and kind of Redis.
 type env struct {
+	*deployment
 	t       *testing.T
 	url     string
 	ns      string
-	cfg     service.Config
-	svc     *service.Service
-	rdb     redis.UniversalClient
-	keys    cache.Keys
 	cluster bool
 }
 
 func newEnv(t *testing.T, redisURL string, tweak func(*service.Config)) *env {
 	t.Helper()
-	e := &env{t: t, url: redisURL, ns: testenv.UniqueName(t, "ct-") + ":"}
-	e.cfg = service.Config{RedisURL: redisURL, Namespace: e.ns}
-	if tweak != nil {
-		tweak(&e.cfg)
-	}
-	e.svc = e.open()
-	rdb, err := cache.NewClient(redisURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { rdb.Close() })
-	e.rdb = rdb
-	_, e.cluster = rdb.(*redis.ClusterClient)
-	e.keys, err = cache.NewKeys(e.ns, e.cfg.Shards)
-	require.NoError(t, err)
-	return e
-}
-
-// open opens another Service on the same Redis and namespace: another
-// process of the fleet.
-func (e *env) open() *service.Service {
-	e.t.Helper()
-	svc, err := service.Open(ctxT(e.t), e.cfg)
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() { svc.Close(context.Background()) })
-	return svc
+	d := newDeployment(t, "ct-", service.Config{RedisURL: redisURL}, tweak)
+	_, cluster := d.rdb.(*redis.ClusterClient)
+	return &env{deployment: d, t: t, url: redisURL, ns: d.cfg.Namespace, cluster: cluster}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -436,7 +412,7 @@ func testAppend(t *testing.T, url string) {
 
 func testTempState(t *testing.T, url string) {
 	e := newEnv(t, url, nil)
-	other := e.open() // another process on the same Redis and namespace
+	other := e.open(e.cfg) // another process on the same Redis and namespace
 	ctx := ctxT(t)
 	s := e.create("app", "u", "s", nil)
 	k := e.keys.Session("app", "u", "s")
@@ -678,7 +654,7 @@ func testStaleHandle(t *testing.T, url string) {
 }
 
 func testConcurrentSharedHandle(t *testing.T, url string) {
-	e := newEnv(t, url, func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newEnv(t, url, concurrentAppends)
 	ctx := ctxT(t)
 	s := e.create("app", "u", "s", map[string]any{"init": 1})
 	const n = 100
@@ -733,7 +709,7 @@ func ids(evs []*service.Event) []string {
 }
 
 func testConcurrentStaleHandles(t *testing.T, url string) {
-	e := newEnv(t, url, func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newEnv(t, url, concurrentAppends)
 	ctx := ctxT(t)
 	e.create("app", "u", "s", nil)
 	first := e.getS("app", "u", "s")
@@ -790,7 +766,7 @@ func testConcurrentStaleHandles(t *testing.T, url string) {
 }
 
 func testConcurrentUserState(t *testing.T, url string) {
-	e := newEnv(t, url, func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newEnv(t, url, concurrentAppends)
 	ctx := ctxT(t)
 	const n = 100
 	sessions := make([]*service.Session, n)

@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // Rewind against real Redis (standalone and cluster): ADK's A/B/C example,
 // keys added, changed and nulled after the point, artifacts, create-time
