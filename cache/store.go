@@ -16,7 +16,7 @@ type Store struct {
 	keys    Keys
 	durable bool
 	tempTTL time.Duration
-	// AppliedRetention is how long app-delta ids are remembered for
+	// appliedRetention is how long app-delta ids are remembered for
 	// idempotent re-application.
 	appliedRetention time.Duration
 	waitReplicas     int
