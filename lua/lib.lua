@@ -29,7 +29,7 @@ local MAX_INT = 9007199254740992
 -- argv_pairs reads ARGV[i] = n, then n pairs: it returns the 2n values as a list (each first one with
 -- prefix put in front), n, and the index after the pairs.
 local function argv_pairs(i, prefix)
-  local n = argv_int(i, 0, MAX_INT)
+  local n = ARGV[i] == '0' and 0 or argv_int(i, 0, MAX_INT) -- no parsing for the commonest count
   if i + 2 * n > #ARGV then
     fail('ARGV[' .. i .. ']: ' .. n .. ' pairs, but only ' .. (#ARGV - i) .. ' arguments follow')
   end
@@ -50,6 +50,11 @@ end
 
 -- hmget_chunked reads many fields of a hash.
 local function hmget_chunked(key, fields)
+  if #fields == 0 then
+    return {}
+  elseif #fields <= CHUNK then
+    return redis.call('HMGET', key, unpack(fields))
+  end
   local out = {}
   for lo = 1, #fields, CHUNK do
     local part = redis.call('HMGET', key, unpack(fields, lo, math.min(lo + CHUNK - 1, #fields)))
