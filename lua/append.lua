@@ -50,15 +50,6 @@ local undo, ids = KEYS[7], KEYS[8]
 -- (tonumber, string.format), so the script parses only what its path needs: the handle's revision and
 -- incarnation are compared with the stored ones as strings first (a stored value is a valid integer, so an
 -- argument equal to it is one too) and parsed only when they differ; the temp TTL only when temp keys are set.
--- at: the update time to check, or false.
-local at = false
-if string.byte(ARGV[1]) == 61 then -- '='
-  at = tonumber(string.sub(ARGV[1], 2))
-  if at == nil or at % 1 ~= 0 or at < 0 or at >= MAX_INT then
-    fail('ARGV[1]: ' .. ARGV[1] .. ' is not "=" and an update time in µs')
-  end
-end
-local handle = not at and ARGV[1] ~= ''
 local bound = ARGV[3]
 local ts0 = argv_int(4, 0, MAX_INT - 1)
 local inv = ARGV[5]
@@ -104,7 +95,18 @@ if not meta[1] then
 end
 -- Stored meta fields are integers the scripts wrote: arithmetic converts them.
 local rev, ut, cnt, inc = meta[1] + 0, meta[2] + 0, meta[3] + 0, meta[5] + 0
-local behind = handle and ARGV[1] ~= meta[1] and argv_int(1, 0, MAX_INT) ~= rev
+-- ARGV[1]: the handle's revision (behind: it is not the stored one), or "=" and the update time to check (at).
+local behind, at = false, false
+if ARGV[1] ~= meta[1] and ARGV[1] ~= '' then
+  if string.byte(ARGV[1]) == 61 then -- '='
+    at = tonumber(string.sub(ARGV[1], 2))
+    if at == nil or at % 1 ~= 0 or at < 0 or at >= MAX_INT then
+      fail('ARGV[1]: ' .. ARGV[1] .. ' is not "=" and an update time in µs')
+    end
+  else
+    behind = argv_int(1, 0, MAX_INT) ~= rev
+  end
+end
 local otherinc = ARGV[2] ~= '' and ARGV[2] ~= meta[5] and argv_int(2, 0, MAX_INT) ~= inc
 -- Keys without a TTL are never evicted (volatile-* policies): the checks for a partly evicted session are
 -- needed only once the flusher has given the session's keys a TTL (m:ttl).
