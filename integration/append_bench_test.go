@@ -28,7 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/internal/scriptbench"
+	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/service"
 	"github.com/adksession/adksession/service/httpapi"
 )

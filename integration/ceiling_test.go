@@ -6,7 +6,7 @@ package integration
 // log) and lua/append.lua itself (lua.AppendCeiling: the handle's revision is
 // not compared and the event id is made unique per call, so that fixed
 // arguments take the library's common path every time, with the very same
-// Redis commands). internal/scriptbench runs them (`adksession bench` too).
+// Redis commands). cache/scriptbench runs them (`adksession bench` too).
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
-	"github.com/adksession/adksession/internal/scriptbench"
+	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
 )

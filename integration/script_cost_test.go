@@ -28,7 +28,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
-	"github.com/adksession/adksession/internal/scriptbench"
+	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/service"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
-	"github.com/adksession/adksession/internal/scriptbench"
+	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/lua"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/internal/scriptbench"
+	"github.com/adksession/adksession/cache/scriptbench"
 )
 
 // redisStats reads Redis's script time (INFO commandstats) around a run's

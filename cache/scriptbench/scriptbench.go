@@ -2,7 +2,8 @@
 // references are measured: redis-benchmark calling it with EVALSHA,
 // unpipelined, at a given concurrency, against a standalone Redis, with
 // Redis's own time per call read from INFO commandstats. `adksession bench`
-// and the integration benchmarks share it.
+// and the integration benchmarks share it. Internal to adksession: not a
+// public API.
 package scriptbench
 
 import (
