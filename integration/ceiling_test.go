@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/cache/scriptbench"
+	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
 )

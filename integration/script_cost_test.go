@@ -27,8 +27,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/cache/scriptbench"
+	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 )
 

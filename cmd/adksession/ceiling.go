@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
 	"github.com/adksession/adksession/cache/scriptbench"
+	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
 	"github.com/adksession/adksession/lua"
 )
 
