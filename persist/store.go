@@ -109,8 +109,17 @@ func openPostgres(url string) (*Store, error) {
 		return nil, err
 	}
 	db := sql.OpenDB(c)
+	// database/sql keeps 2 idle connections by default: the flusher's
+	// parallel batches and the cold reads would open (fork a backend, and
+	// authenticate) and close a connection for most transactions.
+	db.SetMaxIdleConns(pgIdleConns)
 	return &Store{d: postgres, db: db, rd: db}, nil
 }
+
+// pgIdleConns is how many idle connections a Store that Open opened on
+// Postgres keeps: the flusher's parallel batches (FlusherOptions.Parallel,
+// 4 by default) plus cold reads.
+const pgIdleConns = 8
 
 func openSQLite(url string) (*Store, error) {
 	writer, reader, err := sqliteDSNs(url)
