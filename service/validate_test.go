@@ -63,7 +63,7 @@ func badEvents() map[string]struct {
 		"NUL artifact":              {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"f\x00": 1}}}, "event.actions.artifactDelta (object key): contains NUL"},
 		"bad UTF-8 artifact":        {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"\xff": 1}}}, "event.actions.artifactDelta (object key): not valid UTF-8"},
 		"NUL content text":          {content(`{"parts":[{"text":"a\u0000"}]}`), "event.content.parts[0].text: contains NUL"},
-		"raw NUL content":           {content("{\"parts\":[{\"text\":\"a\x00\"}]}"), "event: json: error calling MarshalJSON for type *service.Event: invalid character '\\x00' in string literal"},
+		"raw NUL content":           {content("{\"parts\":[{\"text\":\"a\x00\"}]}"), "event.content: invalid character '\\x00' in string literal"},
 		"bad UTF-8 content":         {content("{\"role\":\"model\",\"parts\":[{\"text\":\"caf\xe9\"}]}"), "event.content.parts[0].text: not valid UTF-8"},
 		"surrogate content":         {content(`{"parts":[{"text":"\ud83d"}]}`), "event.content.parts[0].text: unpaired UTF-16 surrogate escape"},
 		"NUL function args":         {content(`{"parts":[{"functionCall":{"name":"f","args":{"q":["\u0000"]}}}]}`), "event.content.parts[0].functionCall.args.q[0]: contains NUL"},
