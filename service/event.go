@@ -174,7 +174,7 @@ func (a EventActions) MarshalJSON() ([]byte, error) {
 func (a *EventActions) write(w *jsonWriter) {
 	w.begin()
 	w.key("stateDelta")
-	w.value("actions.stateDelta", nonNilMap(a.StateDelta), 0)
+	w.valueAt("actions.stateDelta", nonNilMap(a.StateDelta))
 	w.key("artifactDelta")
 	w.buf = append(w.buf, '{')
 	for i, k := range sortedKeys(a.ArtifactDelta) {

@@ -54,11 +54,19 @@ func (w *jsonWriter) isTrue(k string) {
 
 // member writes the member k with the value v (see value).
 func (w *jsonWriter) member(k string, v any) {
+	w.key(k)
+	w.valueAt(k, v)
+}
+
+// valueAt writes v (see value); field names it in an error.
+func (w *jsonWriter) valueAt(field string, v any) {
 	if w.err != nil {
 		return
 	}
-	w.key(k)
-	w.value(k, v, 0)
+	w.value(v, 0)
+	if w.err != nil {
+		w.err = fmt.Errorf("%s: %w", field, w.err)
+	}
 }
 
 // rawMember writes the member k with the caller's raw JSON v.
@@ -115,8 +123,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 
-// value writes v as json.Marshal does; field names it in an error.
-func (w *jsonWriter) value(field string, v any, depth int) {
+// value writes v as json.Marshal does, or sets err to json.Marshal's error.
+func (w *jsonWriter) value(v any, depth int) {
 	switch v := v.(type) {
 	case nil:
 		w.buf = append(w.buf, "null"...)
@@ -145,7 +153,7 @@ func (w *jsonWriter) value(field string, v any, depth int) {
 				if i > 0 {
 					w.buf = append(w.buf, ',')
 				}
-				w.value(field, x, depth+1)
+				w.value(x, depth+1)
 			}
 			w.buf = append(w.buf, ']')
 			return
@@ -159,7 +167,7 @@ func (w *jsonWriter) value(field string, v any, depth int) {
 				}
 				w.buf = appendJSONString(w.buf, k)
 				w.buf = append(w.buf, ':')
-				w.value(field, v[k], depth+1)
+				w.value(v[k], depth+1)
 			}
 			w.buf = append(w.buf, '}')
 			return
@@ -167,7 +175,7 @@ func (w *jsonWriter) value(field string, v any, depth int) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		w.err = fmt.Errorf("%s: %w", field, err)
+		w.err = err
 		return
 	}
 	w.buf = append(w.buf, b...)

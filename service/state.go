@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -33,9 +34,9 @@ func (s *Service) splitDelta(field string, delta map[string]any) (d cache.StateD
 		return d, nil, fmt.Errorf("%w: %s: %d keys, limit %d (Config.MaxDeltaKeys)", ErrInvalidArgument, field, len(delta), s.cfg.MaxDeltaKeys)
 	}
 	normalized = make(map[string]any, len(delta))
-	var app map[string]json.RawMessage
 	total := 0
 	var sc jsonScan
+	var w jsonWriter
 	for k, v := range delta {
 		if k == "" {
 			return d, nil, fmt.Errorf("%w: %s: empty key", ErrInvalidArgument, field)
@@ -44,10 +45,11 @@ func (s *Service) splitDelta(field string, delta map[string]any) (d cache.StateD
 			return d, nil, checkText(fmt.Sprintf("%s key %q", field, k), k)
 		}
 		at := func() string { return fmt.Sprintf("%s[%q]", field, k) }
-		b, err := json.Marshal(v)
-		if err != nil {
-			return d, nil, fmt.Errorf("%w: %s: value is not JSON-serializable: %v", ErrInvalidArgument, at(), err)
+		w.buf = w.buf[:0]
+		if w.value(v, 0); w.err != nil {
+			return d, nil, fmt.Errorf("%w: %s: value is not JSON-serializable: %v", ErrInvalidArgument, at(), w.err)
 		}
+		b := w.buf
 		if len(b) > s.cfg.MaxStateValueBytes {
 			return d, nil, fmt.Errorf("%w: %s: value is %d bytes, limit %d (Config.MaxStateValueBytes)", ErrInvalidArgument, at(), len(b), s.cfg.MaxStateValueBytes)
 		}
@@ -57,8 +59,8 @@ func (s *Service) splitDelta(field string, delta map[string]any) (d cache.StateD
 		if !sc.check(b, false) {
 			return d, nil, sc.err(at())
 		}
-		var norm any
-		if err := json.Unmarshal(b, &norm); err != nil {
+		norm, err := normalize(v, b)
+		if err != nil {
 			return d, nil, fmt.Errorf("%w: %s: %v", ErrInvalidArgument, at(), err)
 		}
 		normalized[k] = norm
@@ -67,10 +69,6 @@ func (s *Service) splitDelta(field string, delta map[string]any) (d cache.StateD
 		case strings.HasPrefix(k, AppPrefix):
 			p.Key = k[len(AppPrefix):]
 			d.App = append(d.App, p)
-			if app == nil {
-				app = map[string]json.RawMessage{}
-			}
-			app[p.Key] = b
 		case strings.HasPrefix(k, UserPrefix):
 			p.Key = k[len(UserPrefix):]
 			d.User = append(d.User, p)
@@ -80,14 +78,41 @@ func (s *Service) splitDelta(field string, delta map[string]any) (d cache.StateD
 			d.Session = append(d.Session, p)
 		}
 	}
-	if app != nil {
-		b, err := json.Marshal(app)
-		if err != nil {
-			return d, nil, fmt.Errorf("%w: %s: %v", ErrInvalidArgument, field, err)
-		}
-		d.AppJSON = string(b)
-	}
+	d.AppJSON = pairsObject(d.App)
 	return d, normalized, nil
+}
+
+// normalize is v as a Get decodes it from b, its JSON: v itself for the
+// values JSON keeps as they are (a string here is valid UTF-8: jsonScan
+// refused the \ufffd json.Marshal writes for anything else).
+func normalize(v any, b []byte) (any, error) {
+	switch v.(type) {
+	case nil, string, bool, float64:
+		return v, nil
+	}
+	var norm any
+	err := json.Unmarshal(b, &norm)
+	return norm, err
+}
+
+// pairsObject is pairs as one JSON object, keys sorted as json.Marshal
+// sorts a map's ("" when empty); pairs is sorted in place.
+func pairsObject(pairs []cache.Pair) string {
+	if len(pairs) == 0 {
+		return ""
+	}
+	slices.SortFunc(pairs, func(a, b cache.Pair) int { return strings.Compare(a.Key, b.Key) })
+	var b []byte
+	for i, p := range pairs {
+		if i == 0 {
+			b = append(b, '{')
+		} else {
+			b = append(b, ',')
+		}
+		b = append(appendJSONString(b, p.Key), ':')
+		b = append(b, p.Value...)
+	}
+	return string(append(b, '}'))
 }
 
 // mergedState builds the merged view of a cached snapshot: app and user keys
