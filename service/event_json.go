@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -115,12 +114,18 @@ func needsHTMLEscape(b []byte) bool {
 	return false
 }
 
-// sortedKeys are the keys of m in order, nil when m is empty.
+// sortedKeys are the keys of m in order, nil when m is empty (one
+// allocation, where slices.Sorted(maps.Keys(m)) makes several).
 func sortedKeys[V any](m map[string]V) []string {
 	if len(m) == 0 {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(m))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // value writes v as json.Marshal does, or sets err to json.Marshal's error.
