@@ -106,9 +106,12 @@ var actionKeys = map[string]bool{
 	"requestedToolConfirmations": true, "agentState": true, "compaction": true,
 }
 
-// MarshalJSON writes e in ADK's API form, the bytes json.Marshal(e) writes.
+// MarshalJSON writes e in ADK's API form. Its raw JSON (Content, Extra,
+// ...) is copied as given: json.Marshal, its caller, validates and compacts
+// it in the same pass as the rest (an append writes e once, with
+// jsonWriter, validated and compact).
 func (e Event) MarshalJSON() ([]byte, error) {
-	w := jsonWriter{buf: make([]byte, 0, len(e.Content)+512)}
+	w := jsonWriter{buf: make([]byte, 0, len(e.Content)+512), verbatim: true}
 	e.write(&w)
 	return w.buf, w.err
 }
@@ -162,10 +165,10 @@ func (e *Event) write(w *jsonWriter) {
 	w.end()
 }
 
-// MarshalJSON writes a in ADK's API form, the bytes json.Marshal(a)
-// writes; the four maps ADK always writes are always present.
+// MarshalJSON writes a in ADK's API form, raw JSON as given (see
+// Event.MarshalJSON); the four maps ADK always writes are always present.
 func (a EventActions) MarshalJSON() ([]byte, error) {
-	var w jsonWriter
+	w := jsonWriter{verbatim: true}
 	a.write(&w)
 	return w.buf, w.err
 }

@@ -20,6 +20,9 @@ import (
 type jsonWriter struct {
 	buf []byte
 	err error
+	// verbatim: raw JSON is copied as given, for a caller that validates
+	// and compacts the whole (json.Marshal calling a MarshalJSON).
+	verbatim bool
 }
 
 // maxValueDepth bounds the nesting written without json.Marshal, which
@@ -82,6 +85,10 @@ func (w *jsonWriter) rawMember(k string, v []byte) {
 func (w *jsonWriter) raw(field string, v []byte) {
 	if v == nil {
 		w.buf = append(w.buf, "null"...)
+		return
+	}
+	if w.verbatim {
+		w.buf = append(w.buf, v...)
 		return
 	}
 	start := len(w.buf)
