@@ -14,7 +14,7 @@ targets=(
   "./service FuzzEventCodec"
   "./service FuzzSplitDelta"
   "./service FuzzEventJSON"
-  "./persist FuzzEventForms"
+  "./cache/eventjson FuzzEventForms"
   "./cache FuzzEscape"
   "./cache FuzzKeysDistinct"
   "./cache FuzzAppIndexMember"

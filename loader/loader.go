@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/eventjson"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -171,7 +172,7 @@ func (l *Loader) olderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 func records(rows []persist.EventRow) ([]cache.EventRecord, error) {
 	out := make([]cache.EventRecord, len(rows))
 	for i, r := range rows {
-		js, err := persist.APIEvent(r)
+		js, err := eventjson.APIEvent(r.Data, r.ID, r.InvocationID, r.Timestamp)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // timeText is SQL that formats a timestamp column as
@@ -71,7 +72,7 @@ func TestApplyWritesADKRows(t *testing.T) {
 			same(t, "state_delta keeps prefixes and null", actions.StateDelta, map[string]any{"app:a": float64(seq), "user:u": "x", "k": nil})
 			if s.Dialect() == "sqlite" {
 				// TEXT keeps every byte.
-				data, err := storageEventData(storageJSON(seq), e.ID, e.InvocationID, e.Timestamp)
+				data, err := eventjson.WithColumns(storageJSON(seq), e.ID, e.InvocationID, e.Timestamp)
 				must(t, err)
 				same(t, "event_data bytes", r[6], string(data))
 			}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // sessionChanges are one session's entries of a batch, in log order.
@@ -266,44 +266,11 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 // eventRow makes the events row of a cached event: one parse of its JSON
 // gives the storage form and the id and invocation id.
 func eventRow(k SessionKey, e cache.EventRecord) (EventRow, error) {
-	fail := func(err error) (EventRow, error) {
+	id, inv, data, err := eventjson.StorageEvent([]byte(e.JSON))
+	if err != nil {
 		return EventRow{}, fmt.Errorf("event %d of session %s: %w", e.Seq, k.SessionID, err)
 	}
-	top, err := eventMembers([]byte(e.JSON))
-	if err != nil {
-		return fail(err)
-	}
-	id, inv, err := eventHead(top)
-	if err != nil {
-		return fail(err)
-	}
-	data, err := storageForm(top)
-	if err != nil {
-		return fail(err)
-	}
 	return EventRow{Key: k, ID: id, InvocationID: inv, Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data}, nil
-}
-
-// eventHead reads the id and invocation id of an API-form event's members
-// as encoding/json reads them into string fields: keys matched without
-// regard to case, the last one wins, null reads as "", any other value that
-// is not a string is an error.
-func eventHead(top []member) (id, inv string, err error) {
-	for _, m := range top {
-		var to *string
-		switch {
-		case strings.EqualFold(m.key, "id"):
-			to = &id
-		case strings.EqualFold(m.key, "invocationId"):
-			to = &inv
-		default:
-			continue
-		}
-		if err := json.Unmarshal(m.val, to); err != nil {
-			return "", "", fmt.Errorf("event json: member %q: %w", m.key, err)
-		}
-	}
-	return id, inv, nil
 }
 
 // reject dead-letters what the database refused (ApplyEach) and keeps the

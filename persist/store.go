@@ -7,9 +7,9 @@
 // DatabaseSessionService read; its own bookkeeping lives in extra tables that
 // ADK ignores. docs/persistence.md describes the tables and the rules.
 //
-// Store keeps event JSON opaque; eventform.go converts an event between
-// ADK's API form and the storage form of event_data, following ADK Python's
-// models (eventmodels.go).
+// Store keeps event JSON opaque; package cache/eventjson converts an event
+// between ADK's API form and the storage form of event_data, for the flusher
+// (StorageEvent) and for the columns that repeat in event_data (WithColumns).
 //
 // It is internal to adksession: its exported names serve the packages of this
 // module and may change at any time. Programs use package service (Migrate,

@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // write runs the statements of p, one per table, each skipped when it has
@@ -79,7 +81,7 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, events []EventRow) error {
 	var c columns
 	for _, e := range events {
-		data, err := storageEventData(e.Data, e.ID, e.InvocationID, e.Timestamp)
+		data, err := eventjson.WithColumns(e.Data, e.ID, e.InvocationID, e.Timestamp)
 		if err != nil {
 			return fmt.Errorf("%w: event %q of session %q: %w", ErrInvalidBatch, e.ID, e.Key.SessionID, err)
 		}

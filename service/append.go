@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/eventjson"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -175,7 +176,7 @@ func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cac
 			key := persist.SessionKey{AppName: args.App, UserID: args.User, SessionID: args.SID}
 			row, lerr := s.db.LoadEvent(ctx, key, args.EventID)
 			if lerr == nil {
-				js, jerr := persist.APIEvent(*row)
+				js, jerr := eventjson.APIEvent(row.Data, row.ID, row.InvocationID, row.Timestamp)
 				if jerr != nil {
 					return nil, jerr
 				}
@@ -209,7 +210,7 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 		if err != nil {
 			return fmt.Errorf("append event %s to session %s: look up the stored event: %w", sent.ID, a.SID, err)
 		}
-		js, err := persist.APIEvent(*row)
+		js, err := eventjson.APIEvent(row.Data, row.ID, row.InvocationID, row.Timestamp)
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // Event is one entry of a session's history, as ADK models it. Its JSON is
@@ -255,8 +255,8 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return err
 	}
-	if persist.IsStorageForm(top) {
-		api, err := persist.APIForm(data)
+	if eventjson.IsStorageForm(top) {
+		api, err := eventjson.APIForm(data)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // FuzzEventCodec: an event the codec reads (API or storage form) and
@@ -40,11 +40,11 @@ func FuzzEventCodec(f *testing.F) {
 			return
 		}
 		api := p.blob
-		storage, err := persist.StorageForm(api)
+		storage, err := eventjson.StorageForm(api)
 		if err != nil {
 			t.Fatalf("storage form of %s: %v", api, err)
 		}
-		back, err := persist.APIForm(storage)
+		back, err := eventjson.APIForm(storage)
 		if err != nil {
 			t.Fatalf("API form of %s: %v", storage, err)
 		}
@@ -61,11 +61,11 @@ func FuzzEventCodec(f *testing.F) {
 				t.Fatalf("event %s\nstored as %s\ncame back as %s\n(storage form %s): differs at %s", data, api, got, storage, path)
 			}
 		}
-		storage2, err := persist.StorageForm(back)
+		storage2, err := eventjson.StorageForm(back)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back2, err := persist.APIForm(storage2)
+		back2, err := eventjson.APIForm(storage2)
 		if err != nil {
 			t.Fatal(err)
 		}

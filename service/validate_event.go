@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // preparedEvent is an event AppendEvent may send: everything checked.
@@ -88,7 +88,7 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 	if !sc.check(blob, true) {
 		return nil, sc.err("event")
 	}
-	if path, ok := persist.CheckAPIKeys(blob); !ok {
+	if path, ok := eventjson.CheckAPIKeys(blob); !ok {
 		return nil, fmt.Errorf("%w: event%s: a key the database would give back as another: keys of ADK's models "+
 			"are their camelCase API names (the database holds ADK's snake_case storage form)", ErrInvalidArgument, path)
 	}

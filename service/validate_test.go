@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // testService is a Service with default limits and no connections: enough
@@ -238,7 +238,7 @@ func BenchmarkValidateEventParts(b *testing.B) {
 	})
 	b.Run("keys", func(b *testing.B) {
 		for b.Loop() {
-			persist.CheckAPIKeys(p.blob)
+			eventjson.CheckAPIKeys(p.blob)
 		}
 	})
 	b.Run("delta", func(b *testing.B) {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
-	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/cache/eventjson"
 	"github.com/adksession/adksession/service"
 )
 
@@ -52,7 +52,7 @@ func unmarshalBytes(key string, raw json.RawMessage, v any) error {
 	if err == nil {
 		return nil
 	}
-	std := persist.StandardBytes(key, raw)
+	std := eventjson.StandardBytes(key, raw)
 	if string(std) == string(raw) {
 		return err
 	}

@@ -1,4 +1,4 @@
-package persist
+package eventjson
 
 import (
 	"encoding/json"

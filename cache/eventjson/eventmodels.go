@@ -1,4 +1,4 @@
-package persist
+package eventjson
 
 import (
 	"fmt"
@@ -199,7 +199,7 @@ func buildModels(specs ...[]modelSpec) map[string]*model {
 			for _, spec := range strings.Fields(s.fields) {
 				f, err := parseField(spec, out)
 				if err != nil {
-					panic(fmt.Sprintf("persist: model %s: %v", s.name, err))
+					panic(fmt.Sprintf("eventjson: model %s: %v", s.name, err))
 				}
 				m.fields = append(m.fields, f)
 				m.keys[f.storage], m.keys[f.api] = f, f

@@ -1,8 +1,10 @@
-package persist
+package eventjson
 
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestEventForms converts events of every shape ADK writes from API form to
@@ -112,10 +114,10 @@ func TestEventForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st, err := StorageForm([]byte(c.api))
-			must(t, err)
+			require.NoError(t, err)
 			sameJSON(t, "storage form", st, []byte(c.storage))
 			api, err := APIForm([]byte(c.storage))
-			must(t, err)
+			require.NoError(t, err)
 			want := c.api
 			if c.answer != "" {
 				want = c.answer
@@ -137,12 +139,12 @@ func TestEventFormsBytes(t *testing.T) {
 			`{"functionResponse":{"parts":[{"inlineData":{"data":"_w"}}]}}]}}`,
 	} {
 		st, err := StorageForm([]byte(in))
-		must(t, err)
+		require.NoError(t, err)
 		sameJSON(t, "storage form of "+in, st, []byte(want))
 	}
 	// Not base64: kept as given.
 	st, err := StorageForm([]byte(`{"content":{"parts":[{"inlineData":{"data":"not base64!"}}]}}`))
-	must(t, err)
+	require.NoError(t, err)
 	sameJSON(t, "not base64", st, []byte(`{"content":{"parts":[{"inline_data":{"data":"not base64!"}}]}}`))
 
 	// StandardBytes gives Go's encoding/json standard base64.
@@ -152,7 +154,7 @@ func TestEventFormsBytes(t *testing.T) {
 
 // TestEventFormsAuthSchemeUnion: an auth scheme becomes the model pydantic's
 // smart union picks, and is written and answered as ADK writes and answers
-// it (testdata/adk-python holds what ADK itself did with these).
+// it (persist/testdata/adk-python holds what ADK itself did with these).
 func TestEventFormsAuthSchemeUnion(t *testing.T) {
 	cases := []struct{ name, in, storage, api string }{
 		{"API key", `{"type":"apiKey","in":"header","name":"X-Api-Key"}`,
@@ -193,7 +195,7 @@ func TestEventFormsForeignRows(t *testing.T) {
 	api, err := APIForm([]byte(`{"invocation_id":"i","content":{"parts":[{"functionCall":{"name":"f","args":{"a_b":1}}},` +
 		`{"function_call":{"name":"g"},"functionCall":{"name":"h"}}]},"future_field":{"keep_this":1},"custom_metadata":null,` +
 		`"actions":{"state_delta":{},"future_action":[{"x_y":1}]}}`))
-	must(t, err)
+	require.NoError(t, err)
 	sameJSON(t, "API form", api, []byte(`{"invocationId":"i","content":{"parts":[{"functionCall":{"name":"f","args":{"a_b":1}}},`+
 		`{"functionCall":{"name":"h"}}]},"futureField":{"keep_this":1},"actions":{"stateDelta":{},"futureAction":[{"x_y":1}]}}`))
 }
@@ -230,7 +232,7 @@ func TestStorageFormRefusesNonObjects(t *testing.T) {
 		}
 	}
 	var top map[string]json.RawMessage
-	must(t, json.Unmarshal([]byte(`{"invocation_id":"x"}`), &top))
+	require.NoError(t, json.Unmarshal([]byte(`{"invocation_id":"x"}`), &top))
 	if !IsStorageForm(top) {
 		t.Error("IsStorageForm: snake_case key not seen")
 	}

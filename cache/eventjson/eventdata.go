@@ -1,4 +1,4 @@
-package persist
+package eventjson
 
 import (
 	"bytes"
@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// storageEventData returns data, a JSON object, with its top-level "id",
+// WithColumns returns data, a JSON object, with its top-level "id",
 // "invocation_id" and "timestamp" set to the column values, the timestamp in
 // epoch milliseconds (what ADK JS reads). Every other member keeps its
 // position and its bytes, key and value; the three are replaced where they
 // are, or appended in that order when missing.
-func storageEventData(data []byte, id, invocationID string, ts time.Time) ([]byte, error) {
+func WithColumns(data []byte, id, invocationID string, ts time.Time) ([]byte, error) {
 	if !json.Valid(data) {
 		return nil, errors.New("event data is not valid JSON")
 	}

@@ -1,4 +1,4 @@
-package persist
+package eventjson
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // An event has two JSON forms. The API form (ADK's api_server, adksession's
@@ -40,6 +41,45 @@ func IsStorageForm(top map[string]json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// StorageEvent converts an event from API form to storage form and reads
+// its id and invocation id (as eventHead does), in one parse: what the
+// flusher writes to an events row.
+func StorageEvent(api []byte) (id, invocationID string, storage []byte, err error) {
+	top, err := eventMembers(api)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if id, invocationID, err = eventHead(top); err != nil {
+		return "", "", nil, err
+	}
+	if storage, err = storageForm(top); err != nil {
+		return "", "", nil, err
+	}
+	return id, invocationID, storage, nil
+}
+
+// eventHead reads the id and invocation id of an API-form event's members
+// as encoding/json reads them into string fields: keys matched without
+// regard to case, the last one wins, null reads as "", any other value that
+// is not a string is an error.
+func eventHead(top []member) (id, inv string, err error) {
+	for _, m := range top {
+		var to *string
+		switch {
+		case strings.EqualFold(m.key, "id"):
+			to = &id
+		case strings.EqualFold(m.key, "invocationId"):
+			to = &inv
+		default:
+			continue
+		}
+		if err := json.Unmarshal(m.val, to); err != nil {
+			return "", "", fmt.Errorf("event json: member %q: %w", m.key, err)
+		}
+	}
+	return id, inv, nil
 }
 
 // StorageForm converts an event from API form to storage form.
@@ -225,18 +265,19 @@ func (m *model) standardBytes(v []byte) []byte {
 	return writeObject(ms)
 }
 
-// APIEvent returns the event of a row in API form, with the id and
-// invocation id of its columns (ADK Python and ADK JS put timestamps of
-// different units in event_data; the column is authoritative).
-func APIEvent(row EventRow) ([]byte, error) {
-	top, err := eventMembers(row.Data)
+// APIEvent returns the event of an events row (its event_data in storage
+// form, its id, invocation_id and timestamp columns) in API form, with the
+// id, invocation id and timestamp of the columns (ADK Python and ADK JS put
+// timestamps of different units in event_data; the column is authoritative).
+func APIEvent(data []byte, id, invocationID string, ts time.Time) ([]byte, error) {
+	top, err := eventMembers(data)
 	if err != nil {
-		return nil, fmt.Errorf("event %s: event_data: %w", row.ID, err)
+		return nil, fmt.Errorf("event %s: event_data: %w", id, err)
 	}
 	out := apiMembers(top)
-	us := row.Timestamp.UnixMicro()
+	us := ts.UnixMicro()
 	for _, c := range []member{
-		{"id", jsonString(row.ID)}, {"invocationId", jsonString(row.InvocationID)},
+		{"id", jsonString(id)}, {"invocationId", jsonString(invocationID)},
 		{"timestamp", fmt.Appendf(nil, "%d.%06d", us/1e6, us%1e6)},
 	} {
 		if i := memberIndex(out, c.key); i >= 0 {

@@ -1,4 +1,4 @@
-package persist
+package eventjson
 
 import (
 	"math/rand/v2"

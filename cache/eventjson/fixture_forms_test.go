@@ -1,4 +1,4 @@
-package persist
+package eventjson
 
 import (
 	"encoding/json"
@@ -6,17 +6,19 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
-// adkPythonAnswers reads testdata/adk-python/api_answers.json: per
+// adkPythonAnswers reads persist/testdata/adk-python/api_answers.json: per
 // "user/session", the rows as ADK Python wrote them ("storage") and what
 // its api_server answers ("api_server").
 func adkPythonAnswers(t testing.TB) map[string]fixtureSession {
 	t.Helper()
-	b, err := os.ReadFile("testdata/adk-python/api_answers.json")
-	must(t, err)
+	b, err := os.ReadFile("../../persist/testdata/adk-python/api_answers.json")
+	require.NoError(t, err)
 	var out map[string]fixtureSession
-	must(t, json.Unmarshal(b, &out))
+	require.NoError(t, json.Unmarshal(b, &out))
 	return out
 }
 
@@ -31,7 +33,7 @@ type fixtureSession struct {
 func TestADKPythonFixtureForms(t *testing.T) {
 	for name, sess := range adkPythonAnswers(t) {
 		var events []json.RawMessage
-		must(t, json.Unmarshal(sess.API["events"], &events))
+		require.NoError(t, json.Unmarshal(sess.API["events"], &events))
 		if len(events) != len(sess.Storage) {
 			t.Fatalf("%s: %d answers for %d rows", name, len(events), len(sess.Storage))
 		}
@@ -41,13 +43,13 @@ func TestADKPythonFixtureForms(t *testing.T) {
 				InvocationID string  `json:"invocation_id"`
 				Timestamp    float64 `json:"timestamp"`
 			}
-			must(t, json.Unmarshal(row, &head))
-			api, err := APIEvent(EventRow{ID: head.ID, InvocationID: head.InvocationID,
-				Timestamp: time.UnixMicro(int64(head.Timestamp*1e6 + 0.5)).UTC(), Data: row})
-			must(t, err)
+			require.NoError(t, json.Unmarshal(row, &head))
+			api, err := APIEvent(row, head.ID, head.InvocationID,
+				time.UnixMicro(int64(head.Timestamp*1e6+0.5)).UTC())
+			require.NoError(t, err)
 			sameJSON(t, name+" "+head.ID+" answer", api, events[i])
 			st, err := StorageForm(events[i])
-			must(t, err)
+			require.NoError(t, err)
 			sameJSON(t, name+" "+head.ID+" storage", st, row)
 		}
 	}
@@ -56,8 +58,8 @@ func TestADKPythonFixtureForms(t *testing.T) {
 func sameJSON(t *testing.T, what string, got, want []byte) {
 	t.Helper()
 	var g, w any
-	must(t, json.Unmarshal(got, &g))
-	must(t, json.Unmarshal(want, &w))
+	require.NoError(t, json.Unmarshal(got, &g))
+	require.NoError(t, json.Unmarshal(want, &w))
 	if !reflect.DeepEqual(g, w) {
 		t.Errorf("%s:\n got  %s\n want %s", what, got, want)
 	}
@@ -69,7 +71,7 @@ func sameJSON(t *testing.T, what string, got, want []byte) {
 func BenchmarkEventForms(b *testing.B) {
 	sess := adkPythonAnswers(b)["py-u1/s-a"]
 	var events []json.RawMessage
-	must(b, json.Unmarshal(sess.API["events"], &events))
+	require.NoError(b, json.Unmarshal(sess.API["events"], &events))
 	b.Run("StorageForm", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -84,7 +86,7 @@ func BenchmarkEventForms(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			for _, e := range sess.Storage {
-				if _, err := APIEvent(EventRow{ID: "x", InvocationID: "i", Timestamp: time.Unix(1, 0), Data: e}); err != nil {
+				if _, err := APIEvent(e, "x", "i", time.Unix(1, 0)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,12 +1,13 @@
-package persist
+package eventjson
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
-func TestStorageEventData(t *testing.T) {
+func TestWithColumns(t *testing.T) {
 	ts := time.Date(2025, 1, 2, 3, 4, 5, 678901000, time.UTC)
 	for _, tc := range []struct {
 		name, in, want string
@@ -46,15 +47,15 @@ func TestStorageEventData(t *testing.T) {
 		{name: "trailing data", in: `{"a":1} {}`, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := storageEventData([]byte(tc.in), "ev", "inv", ts)
+			got, err := WithColumns([]byte(tc.in), "ev", "inv", ts)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("got %s, want an error", got)
 				}
 				return
 			}
-			must(t, err)
-			same(t, "event data", string(got), tc.want)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, string(got), "event data")
 		})
 	}
 }
@@ -73,58 +74,19 @@ func TestEpochMillis(t *testing.T) {
 		{time.UnixMicro(-1_500), "-1.5"},
 		{time.Unix(1, 999), "1000"}, // nanoseconds are dropped
 	} {
-		same(t, tc.t.String(), string(epochMillis(tc.t)), tc.want)
+		require.Equal(t, tc.want, string(epochMillis(tc.t)), tc.t.String())
 	}
 }
 
-func TestDBTime(t *testing.T) {
-	want := time.Date(2025, 1, 2, 3, 4, 5, 678901000, time.UTC)
-	for _, v := range []any{
-		"2025-01-02 03:04:05.678901",
-		[]byte("2025-01-02T03:04:05.678901"),
-		"2025-01-02 05:04:05.678901+02:00",
-		"2025-01-02T03:04:05.678901Z",
-		want.In(time.FixedZone("x", 3600)),
-		float64(want.UnixMicro()) / 1e6,
-	} {
-		var d dbTime
-		must(t, d.Scan(v))
-		if !d.t.Equal(want) || d.t.Location() != time.UTC {
-			t.Errorf("Scan(%#v) = %v, want %v", v, d.t, want)
-		}
-	}
-	var d dbTime
-	if err := d.Scan("yesterday"); err == nil {
-		t.Error("Scan(yesterday) succeeded")
-	}
-	must(t, d.Scan(int64(1735787045)))
-	same(t, "epoch seconds", d.t, time.Unix(1735787045, 0).UTC())
-}
-
-func TestCeilMicro(t *testing.T) {
-	base := time.Date(2025, 1, 2, 3, 4, 5, 678901000, time.UTC)
-	same(t, "whole", ceilMicro(base), base)
-	same(t, "fraction", ceilMicro(base.Add(1)), base.Add(time.Microsecond))
-}
-
-func TestEncodeState(t *testing.T) {
-	got, err := encodeState(nil)
-	must(t, err)
-	same(t, "nil state", got, "{}")
-	got, err = encodeState(map[string]json.RawMessage{"b": []byte(`null`), "a": []byte(` "<x>" `)})
-	must(t, err)
-	same(t, "state", got, `{"a":"<x>","b":null}`)
-	if _, err := encodeState(map[string]json.RawMessage{"a": []byte(`{`)}); err == nil {
-		t.Error("invalid JSON value encoded")
-	}
-}
-
-func BenchmarkStorageEventData(b *testing.B) {
-	data := storageJSON(7)
+func BenchmarkWithColumns(b *testing.B) {
+	data := []byte(`{"author":"model","content":{"role":"model","parts":[{"text":"reply 7 <b>&</b> é"},` +
+		`{"function_call":{"name":"f","args":{"camelKey":1}}}]},"invocation_id":"stale","id":"stale",` +
+		`"actions":{"state_delta":{"app:a":7,"user:u":"x","k":null},"artifact_delta":{},` +
+		`"requested_auth_configs":{},"requested_tool_confirmations":{}},"timestamp":1.5,"custom_metadata":{"x y":[1, 2]}}`)
 	ts := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := storageEventData(data, "e1", "inv", ts); err != nil {
+		if _, err := WithColumns(data, "e1", "inv", ts); err != nil {
 			b.Fatal(err)
 		}
 	}
