@@ -96,8 +96,8 @@ const (
 )
 
 // Statuses the scripts report that never reach a caller of adksession: the
-// service answers them with a cold load from the database (then retries) or
-// maps them to the errors of errors.go.
+// loader answers them with a cold load from the database (then retries, see
+// loader.Run) or maps them to the errors of errors.go.
 var (
 	ErrNotCached     = errors.New("adksession: session not cached")
 	ErrDeleted       = errors.New("adksession: session deleted")
@@ -109,7 +109,7 @@ var (
 	ErrDuplicateEvent = errors.New("adksession: event id already in session")
 	// ErrCheckEventID: the event id is not among the cached events, and
 	// older events of the session are in the database only: look it up
-	// there (persist), then append with AppendArgs.CheckID false.
+	// there (the service), then append with AppendArgs.CheckID false.
 	ErrCheckEventID = errors.New("adksession: event id must be looked up in the database")
 )
 

@@ -156,7 +156,7 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, h
 	}
 	appState := r.App
 	if !r.AppCached && l.opts.DB != nil {
-		if err := persist.HydrateAppState(ctx, l.opts.DB, l.cache, app); err != nil {
+		if err := l.hydrateApp(ctx, app); err != nil {
 			return nil, err
 		}
 		if appState, err = l.cache.AppState(ctx, app); err != nil {

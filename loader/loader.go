@@ -1,7 +1,9 @@
-// Package loader is adksession's read path: cache-first reads of sessions
-// with their event windows, and (with a database) read-through when Redis no
-// longer holds a session, rehydrating Redis atomically (hydrate.lua writes
-// only if no append or other loader got there first).
+// Package loader is adksession's read path and the one owner of recovery:
+// cache-first reads of sessions with their event windows, and (with a
+// database) putting back what Redis no longer holds, atomically (hydrate.lua
+// writes only if no append or other loader got there first). Every script
+// call that may find its data gone runs through Loader.Run, which puts the
+// session, user or app state back and runs the call again.
 //
 // It is internal to adksession: its exported names serve package service and
 // may change at any time. Programs use package service.
@@ -9,7 +11,6 @@ package loader
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -41,88 +42,22 @@ func New(c *cache.Store, o Options) *Loader {
 func (l *Loader) Durable() bool { return l.opts.DB != nil }
 
 // Get reads a session with a window of events: from Redis, from the
-// database for what Redis no longer holds (putting it back), and older
-// events than the cached tail from the database when the window reaches
-// past it.
+// database for what Redis no longer holds (putting it back, see Run), and
+// older events than the cached tail from the database when the window
+// reaches past it.
 func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, error) {
-	for attempt := 0; ; attempt++ {
-		snap, err := l.cache.Get(ctx, a)
-		if err == nil {
-			if err := l.completeApp(ctx, a.App, snap); err != nil {
-				return nil, err
-			}
-			return snap, l.olderEvents(ctx, a, snap)
-		}
-		if errors.Is(err, cache.ErrDeleted) || (l.opts.DB == nil && errors.Is(err, cache.ErrNotCached)) {
-			return nil, cache.SessionError(cache.ErrNotFound, a.App, a.User, a.SID)
-		}
-		if attempt == 2 || l.opts.DB == nil {
-			return nil, err
-		}
-		if err := l.Recover(ctx, a.App, a.User, a.SID, err); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// Recover puts back into Redis what a script reported missing (cause:
-// cache.ErrNotCached, ErrIncomplete, ErrUserNotCached or ErrAppNotCached),
-// reading it from the database. cache.ErrNotFound (wrapped by
-// cache.SessionError) when the database has no such session either.
-func (l *Loader) Recover(ctx context.Context, app, user, sid string, cause error) error {
-	if l.opts.DB == nil {
-		return cause
-	}
-	switch {
-	case errors.Is(cause, cache.ErrUserNotCached):
-		return l.hydrateUser(ctx, app, user)
-	case errors.Is(cause, cache.ErrAppNotCached):
-		return persist.HydrateAppState(ctx, l.opts.DB, l.cache, app)
-	case errors.Is(cause, cache.ErrNotCached), errors.Is(cause, cache.ErrIncomplete):
-		return l.hydrateSession(ctx, app, user, sid)
-	}
-	return cause
-}
-
-// hydrateSession reads a session and its newest events from the database
-// and puts them into Redis.
-func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) error {
-	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
-	s, err := l.opts.DB.LoadSession(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
-	if errors.Is(err, cache.ErrNotFound) {
-		return cache.SessionError(cache.ErrNotFound, app, user, sid)
-	}
+	var snap *cache.Snapshot
+	err := l.Run(ctx, a.App, a.User, a.SID, func() (err error) {
+		snap, err = l.cache.Get(ctx, a)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("load session %s from the database: %w", sid, err)
+		return nil, err
 	}
-	h := cache.HydrateArgs{
-		App: app, User: user, SID: sid, Incarnation: s.Incarnation,
-		CreateTime: s.CreateTime.UnixMicro(), UpdateTime: s.UpdateTime.UnixMicro(), Rev: s.Rev,
-		State: persist.StatePairs(s.State),
+	if err := l.completeApp(ctx, a.App, snap); err != nil {
+		return nil, err
 	}
-	if h.Events, err = records(s.Events); err != nil {
-		return err
-	}
-	if _, err := l.cache.Hydrate(ctx, h, l.opts.CacheTTL); err != nil {
-		return err
-	}
-	if _, ok, err := l.cache.UserState(ctx, app, user); err != nil || ok {
-		return err
-	}
-	return l.hydrateUser(ctx, app, user)
-}
-
-// hydrateUser puts a user's state back into Redis, and completes the
-// user's session index if Redis lost it.
-func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
-	state, rev, err := l.opts.DB.LoadUserState(ctx, app, user)
-	if err != nil {
-		return fmt.Errorf("load user state of %s from the database: %w", user, err)
-	}
-	if _, err := l.cache.HydrateUser(ctx, app, user, rev, persist.StatePairs(state), l.opts.CacheTTL); err != nil {
-		return err
-	}
-	return l.completeUserIndex(ctx, app, user)
+	return snap, l.olderEvents(ctx, a, snap)
 }
 
 // completeApp fills in the app state when Redis has lost it.
@@ -130,7 +65,7 @@ func (l *Loader) completeApp(ctx context.Context, app string, snap *cache.Snapsh
 	if l.opts.DB == nil || snap.AppCached {
 		return nil
 	}
-	if err := persist.HydrateAppState(ctx, l.opts.DB, l.cache, app); err != nil {
+	if err := l.hydrateApp(ctx, app); err != nil {
 		return err
 	}
 	m, err := l.cache.AppState(ctx, app)

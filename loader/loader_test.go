@@ -51,8 +51,16 @@ func TestGetRedisOnly(t *testing.T) {
 	require.Equal(t, map[string]string{"k": `"v"`}, snap.State)
 	require.Equal(t, int64(1_000_000), snap.Incarnation)
 
-	// Without a database nothing can be put back: the cause comes back.
-	require.ErrorIs(t, l.Recover(ctx, "a", "u", "s", cache.ErrNotCached), cache.ErrNotCached)
+	// Without a database nothing can be put back: op runs once, a session
+	// Redis lost is not found, the other statuses come back as they are.
+	calls := 0
+	err = l.Run(ctx, "a", "u", "s", func() error { calls++; return cache.ErrNotCached })
+	require.EqualError(t, err, "adksession: not found: session s of app a, user u")
+	require.Equal(t, 1, calls)
+	calls = 0
+	err = l.Run(ctx, "a", "u", "s", func() error { calls++; return cache.ErrIncomplete })
+	require.ErrorIs(t, err, cache.ErrIncomplete)
+	require.Equal(t, 1, calls)
 }
 
 // TestGetReadThrough: a session only the database holds (rows as ADK wrote
@@ -61,31 +69,8 @@ func TestGetRedisOnly(t *testing.T) {
 func TestGetReadThrough(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "loader.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	require.NoError(t, persist.MigrateDB(ctx, db, "sqlite"))
-	ts := func(sec int) string { return time.Unix(int64(sec), 0).UTC().Format("2006-01-02 15:04:05.000000") }
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES ($1, $2, $3, $4, $5, $6)`,
-			[]any{"a", "u", "cold", `{"k": "v"}`, ts(100), ts(102)}},
-		{`INSERT INTO app_states (app_name, state, update_time) VALUES ($1, $2, $3)`, []any{"a", `{"g": 1}`, ts(100)}},
-		{`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ($1, $2, $3, $4)`, []any{"a", "u", `{"x": 2}`, ts(100)}},
-		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			[]any{"e1", "a", "u", "cold", "i1", ts(101), `{"id":"e1","invocation_id":"i1","author":"user","timestamp":101}`}},
-		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			[]any{"e2", "a", "u", "cold", "i2", ts(102), `{"id":"e2","invocation_id":"i2","author":"model","timestamp":102}`}},
-	} {
-		_, err := db.ExecContext(ctx, q.sql, q.args...)
-		require.NoError(t, err, q.sql)
-	}
-	store, err := persist.OpenDB(ctx, db, "sqlite")
-	require.NoError(t, err)
 	c := newMiniCache(t, true)
-	l := New(c, Options{DB: store, CacheTTL: time.Hour, MaxCachedEvents: 1})
+	l := New(c, Options{DB: coldDB(t), CacheTTL: time.Hour, MaxCachedEvents: 1})
 	require.True(t, l.Durable())
 
 	snap, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1})
@@ -111,4 +96,87 @@ func TestGetReadThrough(t *testing.T) {
 	require.ErrorIs(t, err, cache.ErrNotFound)
 	require.EqualError(t, err, "adksession: not found: session nowhere of app a, user u")
 	require.False(t, errors.Is(err, cache.ErrNotCached), "a miss everywhere is not found, not a cache status")
+}
+
+// coldDB returns a SQLite store holding, as ADK wrote them, session "cold"
+// of app "a", user "u" (state {"k":"v"}, events e1 and e2), the user's
+// state {"x":2} and the app's state {"g":1}.
+func coldDB(t *testing.T) *persist.Store {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "loader.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	require.NoError(t, persist.MigrateDB(ctx, db, "sqlite"))
+	ts := func(sec int) string { return time.Unix(int64(sec), 0).UTC().Format("2006-01-02 15:04:05.000000") }
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES ($1, $2, $3, $4, $5, $6)`,
+			[]any{"a", "u", "cold", `{"k": "v"}`, ts(100), ts(102)}},
+		{`INSERT INTO app_states (app_name, state, update_time) VALUES ($1, $2, $3)`, []any{"a", `{"g": 1}`, ts(100)}},
+		{`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ($1, $2, $3, $4)`, []any{"a", "u", `{"x": 2}`, ts(100)}},
+		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			[]any{"e1", "a", "u", "cold", "i1", ts(101), `{"id":"e1","invocation_id":"i1","author":"user","timestamp":101}`}},
+		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			[]any{"e2", "a", "u", "cold", "i2", ts(102), `{"id":"e2","invocation_id":"i2","author":"model","timestamp":102}`}},
+	} {
+		_, err := db.ExecContext(ctx, q.sql, q.args...)
+		require.NoError(t, err, q.sql)
+	}
+	store, err := persist.OpenDB(ctx, db, "sqlite")
+	require.NoError(t, err)
+	return store
+}
+
+// TestRunRecovers: with a database, Run puts back what the operation
+// reports Redis lost (the session, the user's state, the app's state) and
+// runs it again, a bounded number of times; a session the database does not
+// hold either is not found, with op run once.
+func TestRunRecovers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newMiniCache(t, true)
+	l := New(c, Options{DB: coldDB(t), CacheTTL: time.Hour, MaxCachedEvents: 10})
+
+	calls := 0
+	err := l.Run(ctx, "a", "", "", func() error {
+		if calls++; calls == 1 {
+			return cache.ErrAppNotCached
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, calls)
+	app, err := c.AppState(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"g": `1`}, app, "the app state is back in Redis")
+
+	calls = 0
+	err = l.Run(ctx, "a", "u", "cold", func() error {
+		if calls++; calls == 1 {
+			return cache.ErrNotCached
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, calls)
+	snap, err := c.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1})
+	require.NoError(t, err, "the session is back in Redis")
+	require.Equal(t, int64(2), snap.Rev)
+	user, ok, err := c.UserState(ctx, "a", "u")
+	require.NoError(t, err)
+	require.True(t, ok, "the user's state came back with the session")
+	require.Equal(t, map[string]string{"x": `2`}, user)
+
+	calls = 0
+	err = l.Run(ctx, "a", "u", "cold", func() error { calls++; return cache.ErrIncomplete })
+	require.ErrorIs(t, err, cache.ErrIncomplete, "lost again after every put-back: the status comes back")
+	require.Equal(t, 1+maxRecoveries, calls)
+
+	calls = 0
+	err = l.Run(ctx, "a", "u", "nowhere", func() error { calls++; return cache.ErrNotCached })
+	require.EqualError(t, err, "adksession: not found: session nowhere of app a, user u")
+	require.Equal(t, 1, calls)
 }

@@ -44,7 +44,7 @@ func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) er
 		if c.Kind == 'c' {
 			id = cache.CreateChangeID(c.Incarnation, c.User, c.SID)
 		}
-		if err := ApplyAppState(ctx, f.db, f.cache, c.App, id, c.AppDelta); err != nil {
+		if err := f.opts.AppState.ApplyApp(ctx, c.App, id, c.AppDelta); err != nil {
 			return err
 		}
 	}

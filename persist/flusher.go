@@ -37,6 +37,17 @@ type FlusherOptions struct {
 	// in a transaction of its own.
 	Parallel int
 	Logger   *slog.Logger
+	// AppState applies the app deltas of the entries again (the repair of a
+	// writer that died between its two steps), putting the app's state back
+	// first when Redis lost it: the loader (required).
+	AppState AppStateApplier
+}
+
+// AppStateApplier applies an app-state delta to Redis once per change id,
+// putting the app's state back from the database when Redis lost it
+// (loader.Loader.ApplyApp).
+type AppStateApplier interface {
+	ApplyApp(ctx context.Context, app, id string, pairs []cache.Pair) error
 }
 
 func (o FlusherOptions) withDefaults() FlusherOptions {

@@ -165,37 +165,42 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 	return res, nil
 }
 
-// appendScript runs append.lua for args: it puts back from the database
-// what Redis lost (evicted, expired, flushed) and appends again, and looks
-// up in the database an event id Redis cannot vouch for.
+// appendScript runs append.lua for args through the loader, which puts
+// back from the database what Redis lost (evicted, expired, flushed) and
+// appends again; an event id Redis cannot vouch for is looked up in the
+// database first (checkEventID).
 func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cache.AppendResult, error) {
-	res, err := s.cache.Append(ctx, args)
-	for attempt := 0; attempt < 3 && s.loader.Durable() && err != nil; attempt++ {
-		switch {
-		case errors.Is(err, cache.ErrCheckEventID):
-			key := persist.SessionKey{AppName: args.App, UserID: args.User, SessionID: args.SID}
-			row, lerr := s.db.LoadEvent(ctx, key, args.EventID)
-			if lerr == nil {
-				js, jerr := eventjson.APIEvent(row.Data, row.ID, row.InvocationID, row.Timestamp)
-				if jerr != nil {
-					return nil, jerr
-				}
-				return nil, &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}}
-			}
-			if !errors.Is(lerr, ErrNotFound) {
-				return nil, lerr
-			}
-			args.CheckID = false
-		case isRecoverable(err):
-			if err = s.loader.Recover(ctx, args.App, args.User, args.SID, err); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, err
-		}
+	var res *cache.AppendResult
+	err := s.loader.Run(ctx, args.App, args.User, args.SID, func() (err error) {
 		res, err = s.cache.Append(ctx, args)
-	}
+		if errors.Is(err, cache.ErrCheckEventID) {
+			if err = s.checkEventID(ctx, args); err == nil {
+				args.CheckID = false
+				res, err = s.cache.Append(ctx, args)
+			}
+		}
+		return err
+	})
 	return res, err
+}
+
+// checkEventID looks up in the database an event id append.lua could not
+// vouch for (ids older than the cache): nil when the session has no such
+// event, a *cache.DuplicateEventError with the stored event when it has.
+func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error {
+	key := persist.SessionKey{AppName: args.App, UserID: args.User, SessionID: args.SID}
+	row, err := s.db.LoadEvent(ctx, key, args.EventID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	js, err := eventjson.APIEvent(row.Data, row.ID, row.InvocationID, row.Timestamp)
+	if err != nil {
+		return err
+	}
+	return &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}}
 }
 
 // appendedBefore answers an append whose event id the session holds: the
@@ -266,19 +271,10 @@ func isRetryOf(storedJSON string, sent *Event) (bool, error) {
 	return bytes.Equal(x, y), nil
 }
 
-// isRecoverable tells whether a script failed for want of data Redis lost.
-func isRecoverable(err error) bool {
-	return errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrIncomplete) ||
-		errors.Is(err, cache.ErrUserNotCached) || errors.Is(err, cache.ErrAppNotCached)
-}
-
 // applyApp applies the app: part of a delta (second step), putting the app
 // state back from the database first when Redis lost it.
 func (s *Service) applyApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
-	if s.db == nil {
-		return s.cache.ApplyApp(ctx, app, id, pairs)
-	}
-	return persist.ApplyAppState(ctx, s.db, s.cache, app, id, pairs)
+	return s.loader.ApplyApp(ctx, app, id, pairs)
 }
 
 // finishApp applies the app part of the delta of a, an event whose session

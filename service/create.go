@@ -54,12 +54,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	}
 	now := time.Now().Truncate(time.Microsecond)
 	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Delta: delta}
-	err = s.cache.Create(ctx, args)
-	for attempt := 0; attempt < 2 && s.db != nil && isRecoverable(err); attempt++ {
-		if err = s.loader.Recover(ctx, req.AppName, req.UserID, sid, err); err == nil {
-			err = s.cache.Create(ctx, args)
-		}
-	}
+	err = s.loader.Run(ctx, req.AppName, req.UserID, sid, func() error { return s.cache.Create(ctx, args) })
 	switch {
 	case errors.Is(err, ErrAlreadyExists):
 		return nil, sessionError(ErrAlreadyExists, req.AppName, req.UserID, sid)

@@ -113,11 +113,17 @@ func (s *Service) GetUserState(ctx context.Context, appName, userID string) (map
 	if err := checkID("UserID", userID, MaxIDBytes); err != nil {
 		return nil, err
 	}
-	m, ok, err := s.cache.UserState(ctx, appName, userID)
-	if err == nil && !ok && s.db != nil {
-		if err = s.loader.Recover(ctx, appName, userID, "", cache.ErrUserNotCached); err == nil {
-			m, _, err = s.cache.UserState(ctx, appName, userID)
+	var m map[string]string
+	err := s.loader.Run(ctx, appName, userID, "", func() error {
+		var ok bool
+		var err error
+		if m, ok, err = s.cache.UserState(ctx, appName, userID); err == nil && !ok {
+			return cache.ErrUserNotCached
 		}
+		return err
+	})
+	if errors.Is(err, cache.ErrUserNotCached) {
+		err = nil // no database, or lost again: the user has no state Redis can show
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get user state of %s: %w", userID, err)

@@ -87,22 +87,23 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 		Before: req.BeforeInvocationID, InvocationID: ev.InvocationID, EventID: ev.ID, Ts: ev.Timestamp.UnixMicro(),
 		EventPre: pre, EventMid: mid + `"stateDelta":`, EventTail: string(tail),
 	}
-	loaded, createState := false, ""
+	createState := ""
 	for attempt := 1; ; attempt++ {
-		res, err := s.cache.Rewind(ctx, args)
+		// The loader brings the session back from the database when Redis
+		// lost it (or says it does not exist) and runs the script again.
+		var res *cache.RewindResult
+		err := s.loader.Run(ctx, req.AppName, req.UserID, req.SessionID, func() (err error) {
+			res, err = s.cache.Rewind(ctx, args)
+			return err
+		})
 		var cold *cache.UndoIncompleteError
 		switch {
 		case err == nil:
 			return rewindEvent(res)
 		case errors.Is(err, cache.ErrInvocationNotFound):
 			return nil, s.unknownInvocation(req)
-		case !loaded && (errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrDeleted) || errors.Is(err, cache.ErrIncomplete)):
-			// Let the loader bring the session back from the database (or
-			// say it does not exist), then try again.
-			if err := s.loadForRewind(ctx, req); err != nil {
-				return nil, err
-			}
-			loaded = true
+		case errors.Is(err, ErrNotFound):
+			return nil, err
 		case errors.As(err, &cold):
 			createState = cold.CreateState
 			if args.Computed, err = s.rewindFromHistory(ctx, req, createState); err != nil {
@@ -113,8 +114,6 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 			if args.Computed, err = s.rewindFromHistory(ctx, req, createState); err != nil {
 				return nil, err
 			}
-		case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
-			return nil, sessionError(ErrNotFound, req.AppName, req.UserID, req.SessionID)
 		default:
 			return nil, fmt.Errorf("rewind session %s before invocation %s: %w", req.SessionID, req.BeforeInvocationID, err)
 		}
@@ -134,19 +133,6 @@ func rewindEvent(res *cache.RewindResult) (*Event, error) {
 
 func (s *Service) unknownInvocation(req *RewindRequest) error {
 	return fmt.Errorf("%w: invocation %s in %s", ErrNotFound, req.BeforeInvocationID, cache.SessionName(req.AppName, req.UserID, req.SessionID))
-}
-
-// loadForRewind reads the session through the loader, which rehydrates
-// Redis from the database when it has the session.
-func (s *Service) loadForRewind(ctx context.Context, req *RewindRequest) error {
-	_, err := s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1, NumRecent: 1})
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return err
-	case err != nil:
-		return fmt.Errorf("rewind session %s: %w", req.SessionID, err)
-	}
-	return nil
 }
 
 // rewindHistory is the cold path's source: every event of the session

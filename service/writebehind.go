@@ -85,7 +85,7 @@ func (s *Service) newFlusher(logger *slog.Logger) *persist.Flusher {
 	}
 	return persist.NewFlusher(s.db, s.cache, persist.FlusherOptions{
 		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL, LeaseTTL: s.cfg.FlushLeaseTTL,
-		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger,
+		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger, AppState: s.loader,
 	})
 }
 

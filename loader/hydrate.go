@@ -1,0 +1,71 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/persist"
+)
+
+// hydrateSession reads a session and its newest events from the database
+// and puts them into Redis, with its user's state when Redis lost that too.
+func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) error {
+	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
+	s, err := l.opts.DB.LoadSession(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
+	if errors.Is(err, cache.ErrNotFound) {
+		return cache.SessionError(cache.ErrNotFound, app, user, sid)
+	}
+	if err != nil {
+		return fmt.Errorf("load session %s from the database: %w", sid, err)
+	}
+	h := cache.HydrateArgs{
+		App: app, User: user, SID: sid, Incarnation: s.Incarnation,
+		CreateTime: s.CreateTime.UnixMicro(), UpdateTime: s.UpdateTime.UnixMicro(), Rev: s.Rev,
+		State: statePairs(s.State),
+	}
+	if h.Events, err = records(s.Events); err != nil {
+		return err
+	}
+	if _, err := l.cache.Hydrate(ctx, h, l.opts.CacheTTL); err != nil {
+		return err
+	}
+	if _, ok, err := l.cache.UserState(ctx, app, user); err != nil || ok {
+		return err
+	}
+	return l.hydrateUser(ctx, app, user)
+}
+
+// hydrateUser puts a user's state back into Redis, and completes the
+// user's session index if Redis lost it.
+func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
+	state, rev, err := l.opts.DB.LoadUserState(ctx, app, user)
+	if err != nil {
+		return fmt.Errorf("load user state of %s from the database: %w", user, err)
+	}
+	if _, err := l.cache.HydrateUser(ctx, app, user, rev, statePairs(state), l.opts.CacheTTL); err != nil {
+		return err
+	}
+	return l.completeUserIndex(ctx, app, user)
+}
+
+// hydrateApp puts an app's state from the database into Redis unless Redis
+// holds it.
+func (l *Loader) hydrateApp(ctx context.Context, app string) error {
+	state, rev, err := l.opts.DB.LoadAppState(ctx, app)
+	if err != nil {
+		return fmt.Errorf("load app state of %s: %w", app, err)
+	}
+	_, err = l.cache.HydrateApp(ctx, app, rev, statePairs(state))
+	return err
+}
+
+// statePairs turns a state read from the database into cache pairs.
+func statePairs[V ~[]byte](m map[string]V) []cache.Pair {
+	out := make([]cache.Pair, 0, len(m))
+	for k, v := range m {
+		out = append(out, cache.Pair{Key: k, Value: string(v)})
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package loader
+
+import (
+	"context"
+	"errors"
+
+	"github.com/adksession/adksession/cache"
+)
+
+// maxRecoveries bounds how many times Run puts back what Redis lost for one
+// operation: each put-back is followed by one more attempt, and eviction
+// under memory pressure could otherwise undo them forever.
+const maxRecoveries = 3
+
+// Run runs op, a script call on the session (app, user, sid) — on its
+// user's or its app's state alone when user or sid is "" — and owns "Redis
+// lost it": while op reports one of the cache's not-cached statuses
+// (cache.ErrNotCached or ErrIncomplete: the session; ErrUserNotCached: the
+// user's state and index; ErrAppNotCached: the app's state) and a database
+// backs the cache, it puts that back from the database and runs op again, at
+// most maxRecoveries times. op must be safe to run again: the scripts refuse
+// before their first write when they lack data.
+//
+// It returns op's last error, with the session's answer for what is not
+// there: a deleted session (cache.ErrDeleted), or one Redis does not hold
+// without a database, or one the database does not hold either, is
+// cache.ErrNotFound naming the session. Other errors come back as op
+// returned them (a not-cached status when every put-back was lost again).
+func (l *Loader) Run(ctx context.Context, app, user, sid string, op func() error) error {
+	err := op()
+	for n := 0; n < maxRecoveries && l.opts.DB != nil && isNotCached(err); n++ {
+		if err = l.restore(ctx, app, user, sid, err); err != nil {
+			return err
+		}
+		err = op()
+	}
+	if errors.Is(err, cache.ErrDeleted) || (l.opts.DB == nil && errors.Is(err, cache.ErrNotCached)) {
+		return cache.SessionError(cache.ErrNotFound, app, user, sid)
+	}
+	return err
+}
+
+// ApplyApp applies an app-state delta to Redis once per change id (the
+// second step of a write, and the flusher's repair of it), putting the app's
+// state back from the database first when Redis lost it.
+func (l *Loader) ApplyApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
+	return l.Run(ctx, app, "", "", func() error { return l.cache.ApplyApp(ctx, app, id, pairs) })
+}
+
+// isNotCached tells whether a script failed for want of data Redis lost.
+func isNotCached(err error) bool {
+	return errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrIncomplete) ||
+		errors.Is(err, cache.ErrUserNotCached) || errors.Is(err, cache.ErrAppNotCached)
+}
+
+// restore puts back into Redis what a script reported missing (cause, one
+// of isNotCached's statuses), reading it from the database: the session
+// (with its user's state when that is gone too), the user's state and
+// index, or the app's state. cache.ErrNotFound (wrapped by
+// cache.SessionError) when the database has no such session either.
+func (l *Loader) restore(ctx context.Context, app, user, sid string, cause error) error {
+	switch {
+	case errors.Is(cause, cache.ErrUserNotCached):
+		return l.hydrateUser(ctx, app, user)
+	case errors.Is(cause, cache.ErrAppNotCached):
+		return l.hydrateApp(ctx, app)
+	case errors.Is(cause, cache.ErrNotCached), errors.Is(cause, cache.ErrIncomplete):
+		return l.hydrateSession(ctx, app, user, sid)
+	}
+	return cause
+}
