@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -185,7 +186,10 @@ func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *E
 }
 
 // sameEvent tells whether the stored JSON of an event (API form) is the
-// event sent, but for its timestamp (a retry may carry a new one).
+// event sent, but for its timestamp (a retry may carry a new one). Both are
+// compared as values in storage form: an event read back from the database
+// has its object keys in the database's order and its bytes in the alphabet
+// stored there (docs/persistence.md), and is the same event all the same.
 func sameEvent(storedJSON string, sent *Event) (bool, error) {
 	var stored Event
 	if err := stored.UnmarshalJSON([]byte(storedJSON)); err != nil {
@@ -200,15 +204,32 @@ func sameEvent(storedJSON string, sent *Event) (bool, error) {
 		return false, err
 	}
 	stored.Timestamp, again.Timestamp = time.Time{}, time.Time{}
-	x, err := json.Marshal(&stored)
+	x, err := storageValue(&stored)
+	if err != nil {
+		return false, fmt.Errorf("stored event: %w", err)
+	}
+	y, err := storageValue(&again)
 	if err != nil {
 		return false, err
 	}
-	y, err := json.Marshal(&again)
+	return reflect.DeepEqual(x, y), nil
+}
+
+// storageValue is an event in storage form, decoded (numbers exact).
+func storageValue(e *Event) (any, error) {
+	api, err := json.Marshal(e)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return bytes.Equal(x, y), nil
+	st, err := persist.StorageForm(api)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(st))
+	dec.UseNumber()
+	var v any
+	err = dec.Decode(&v)
+	return v, err
 }
 
 // isRecoverable tells whether a script failed for want of data Redis lost.
