@@ -20,60 +20,51 @@ type Change struct {
 	App, User, SID string
 	Incarnation    int64
 	Seq, Ts        int64  // appends: the event's sequence number and timestamp µs
-	AppDelta       string // JSON object of the app: part of the delta, "" when none
+	AppDelta       []Pair // the app: part of the delta (keys without "app:"), nil when none
 	EventID        string // appends with an app delta: the event id
 	Fields         map[string]any
 }
 
-// parseChange reads a stream entry; an entry it cannot read is returned
-// with an error so that the flusher can dead-letter it.
+// parseChange reads a stream entry; an entry it cannot read (a field
+// missing, a number that is not an integer) is returned with an error so
+// that the flusher can dead-letter it alone.
 func parseChange(m redis.XMessage) (Change, error) {
 	c := Change{ID: m.ID, Fields: m.Values}
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
-	num := func(k string) (int64, error) {
-		v := str(k)
-		if v == "" {
-			return 0, nil
-		}
-		return strconv.ParseInt(v, 10, 64)
-	}
 	k := str("k")
 	if len(k) != 1 || !strings.Contains("cad", k) {
 		return c, fmt.Errorf("change %s: unknown kind %q", m.ID, k)
 	}
 	c.Kind = k[0]
 	c.App, c.User, c.SID = str("a"), str("u"), str("i")
-	c.AppDelta, c.EventID = str("p"), str("e")
-	var err error
-	if c.Incarnation, err = num("n"); err == nil {
-		if c.Seq, err = num("q"); err == nil {
-			c.Ts, err = num("t")
-		}
-	}
-	if err != nil {
-		return c, fmt.Errorf("change %s: %w", m.ID, err)
-	}
+	c.EventID = str("e")
 	if c.App == "" || c.User == "" || c.SID == "" {
 		return c, fmt.Errorf("change %s: missing session identity", m.ID)
 	}
-	return c, nil
-}
-
-// AcquireLease takes or renews the flusher lease of a shard for owner; it
-// reports whether owner holds it.
-func (s *Store) AcquireLease(ctx context.Context, shard int, owner string, ttl time.Duration) (bool, error) {
-	key := s.keys.ShardKeys(shard).Lease
-	ok, err := s.rdb.SetNX(ctx, key, owner, ttl).Result()
-	if err != nil || ok {
-		return ok, err
+	if p := str("p"); p != "" {
+		var delta map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(p), &delta); err != nil {
+			return c, fmt.Errorf("change %s: field p (app delta): %w", m.ID, err)
+		}
+		for k, v := range delta {
+			c.AppDelta = append(c.AppDelta, Pair{Key: k, Value: string(v)})
+		}
 	}
-	n, err := leaseRenewScript.Run(ctx, s.rdb, []string{key}, owner, ttl.Milliseconds()).Int64()
-	return n == 1, err
-}
-
-// ReleaseLease gives up a shard's lease if owner holds it.
-func (s *Store) ReleaseLease(ctx context.Context, shard int, owner string) error {
-	return leaseReleaseScript.Run(ctx, s.rdb, []string{s.keys.ShardKeys(shard).Lease}, owner).Err()
+	nums := []struct {
+		field string
+		to    *int64
+	}{{"n", &c.Incarnation}, {"q", &c.Seq}, {"t", &c.Ts}}
+	if c.Kind != 'a' {
+		nums = nums[:1]
+	}
+	for _, n := range nums {
+		v, err := strconv.ParseInt(str(n.field), 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("change %s: field %s: %q is not an integer", m.ID, n.field, str(n.field))
+		}
+		*n.to = v
+	}
+	return c, nil
 }
 
 // ReadChanges returns up to count of the oldest entries of a shard's change
@@ -86,178 +77,12 @@ func (s *Store) ReadChanges(ctx context.Context, shard, count int) (good []Chang
 	for _, m := range msgs {
 		c, err := parseChange(m)
 		if err != nil {
-			bad = append(bad, DeadLetter{Change: c, Reason: err.Error()})
+			bad = append(bad, DeadLetter{Change: c, Unit: DeadEntry, Reason: err.Error()})
 			continue
 		}
 		good = append(good, c)
 	}
 	return good, bad, nil
-}
-
-// AckChanges removes flushed entries from a shard's change log.
-func (s *Store) AckChanges(ctx context.Context, shard int, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return s.rdb.XDel(ctx, s.keys.ShardKeys(shard).Log, ids...).Err()
-}
-
-// DeadLetter is a change the database rejected for good, with the reason.
-type DeadLetter struct {
-	Change Change
-	Reason string
-}
-
-// PushDeadLetters records rejected changes in the shard's dead-letter list
-// and removes them from the change log.
-func (s *Store) PushDeadLetters(ctx context.Context, shard int, dl []DeadLetter) error {
-	if len(dl) == 0 {
-		return nil
-	}
-	k := s.keys.ShardKeys(shard)
-	pipe := s.rdb.TxPipeline()
-	ids := make([]string, len(dl))
-	for i, d := range dl {
-		b, _ := json.Marshal(map[string]any{"id": d.Change.ID, "fields": d.Change.Fields, "reason": d.Reason, "time": time.Now().UTC().Format(time.RFC3339Nano)})
-		pipe.RPush(ctx, k.Dead, b)
-		ids[i] = d.Change.ID
-	}
-	pipe.XDel(ctx, k.Log, ids...)
-	_, err := pipe.Exec(ctx)
-	return err
-}
-
-// FlushRef names a session whose changes are being flushed, and what of it.
-type FlushRef struct {
-	App, User, SID string
-	Incarnation    int64
-	MinTs, MaxTs   int64 // timestamp range of the events to read (MinTs > MaxTs: none)
-}
-
-// FlushRead is what the flusher reads of one session.
-type FlushRead struct {
-	Snap   *Snapshot // nil when the session is gone or re-created (another incarnation)
-	Events []EventRecord
-}
-
-// ReadForFlush reads, in one pipeline, the current meta and state of each
-// session, its user state and the events in the range of each ref.
-func (s *Store) ReadForFlush(ctx context.Context, refs []FlushRef) ([]FlushRead, error) {
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	pipe := s.rdb.Pipeline()
-	sess := make([]*redis.MapStringStringCmd, len(refs))
-	users := make([]*redis.MapStringStringCmd, len(refs))
-	evs := make([]*redis.ZSliceCmd, len(refs))
-	for i, r := range refs {
-		k := s.keys.Session(r.App, r.User, r.SID)
-		sess[i] = pipe.HGetAll(ctx, k.Session)
-		users[i] = pipe.HGetAll(ctx, k.User)
-		if r.MinTs <= r.MaxTs {
-			evs[i] = pipe.ZRangeByScoreWithScores(ctx, k.Events, &redis.ZRangeBy{
-				Min: strconv.FormatInt(r.MinTs, 10), Max: strconv.FormatInt(r.MaxTs, 10),
-			})
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read sessions to flush: %w", err)
-	}
-	out := make([]FlushRead, len(refs))
-	for i, r := range refs {
-		h := sess[i].Val()
-		if len(h) == 0 || h["m:del"] == "1" || h["m:inc"] != strconv.FormatInt(r.Incarnation, 10) {
-			continue
-		}
-		flatH := make([]any, 0, 2*len(h))
-		for f, v := range h {
-			flatH = append(flatH, f, v)
-		}
-		snap := &Snapshot{}
-		if err := snap.parse(flatH, users[i].Val(), []any{}, nil); err != nil {
-			return nil, err
-		}
-		out[i].Snap = snap
-		if evs[i] != nil {
-			for _, z := range evs[i].Val() {
-				rec, err := parseMember(z.Member.(string), strconv.FormatFloat(z.Score, 'f', -1, 64))
-				if err != nil {
-					return nil, err
-				}
-				out[i].Events = append(out[i].Events, rec)
-			}
-		}
-	}
-	return out, nil
-}
-
-// AppStateRev reads an app's state and revision (for the flusher).
-func (s *Store) AppStateRev(ctx context.Context, app string) (map[string]string, int64, bool, error) {
-	h, err := s.rdb.HGetAll(ctx, s.keys.App(app).State).Result()
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("read app state: %w", err)
-	}
-	m, rev, err := stateHash(h)
-	return m, rev, len(h) > 0, err
-}
-
-// UserStateRev reads a user's state and revision (for the flusher); ok is
-// false when Redis holds no state hash for the user.
-func (s *Store) UserStateRev(ctx context.Context, app, user string) (map[string]string, int64, bool, error) {
-	h, err := s.rdb.HGetAll(ctx, s.keys.Session(app, user, "").User).Result()
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("read user state: %w", err)
-	}
-	m, rev, err := stateHash(h)
-	return m, rev, len(h) > 0, err
-}
-
-// Flushed is what the flusher wrote of one session.
-type Flushed struct {
-	App, User, SID string
-	Incarnation    int64
-	Seq            int64 // last seq written; -1 for a flushed delete
-	UserRev        int64 // user-state revision written; -1 when none
-}
-
-// MarkFlushed records flushed sessions (one pipeline of flushed.lua calls):
-// idle, fully flushed keys get ttl (a flushed user's index with its state),
-// events beyond keep are trimmed, flushed sessions leave the app index,
-// flushed tombstones are removed.
-func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Duration, keep int) error {
-	if len(done) == 0 {
-		return nil
-	}
-	run := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) ([]*redis.Cmd, error) {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(done))
-		for i, d := range done {
-			k := s.keys.Session(d.App, d.User, d.SID)
-			seq, urev := "", ""
-			if d.Seq >= 0 {
-				seq = strconv.FormatInt(d.Seq, 10)
-			}
-			if d.UserRev >= 0 {
-				urev = strconv.FormatInt(d.UserRev, 10)
-			}
-			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs},
-				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID))
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
-	}
-	cmds, err := run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-		return flushedScript.EvalSha(ctx, p, keys, args...)
-	})
-	if err != nil && isNoScript(cmds[0].Err()) {
-		_, err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-			return flushedScript.Eval(ctx, p, keys, args...)
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("mark flushed: %w", err)
-	}
-	return nil
 }
 
 // Backlog is the state of the write-behind across shards.

@@ -27,7 +27,7 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 	for _, e := range h.Events {
 		args = append(args, e.Seq, e.Ts, e.ID, e.JSON)
 	}
-	n, err := hydrateScript.Run(ctx, s.rdb, []string{k.Session, k.Events, k.EventIDs}, args...).Int64()
+	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("hydrate session %s: %w", h.SID, err)
 	}
@@ -38,7 +38,7 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 // unless present; it reports whether it wrote.
 func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, state []Pair, ttl time.Duration) (bool, error) {
 	args := appendPairs([]any{rev, ttl.Milliseconds()}, state)
-	n, err := hydrateStateScript.Run(ctx, s.rdb, []string{s.keys.Session(app, user, "").User}, args...).Int64()
+	n, err := s.run(ctx, hydrateStateScript, []string{s.keys.Session(app, user, "").User}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("hydrate user %s: %w", user, err)
 	}
@@ -49,7 +49,7 @@ func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, st
 // unless present. App state never expires.
 func (s *Store) HydrateApp(ctx context.Context, app string, rev int64, state []Pair) (bool, error) {
 	args := appendPairs([]any{rev, ""}, state)
-	n, err := hydrateStateScript.Run(ctx, s.rdb, []string{s.keys.App(app).State}, args...).Int64()
+	n, err := s.run(ctx, hydrateStateScript, []string{s.keys.App(app).State}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("hydrate app %s: %w", app, err)
 	}

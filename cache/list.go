@@ -147,7 +147,7 @@ func (s *Store) RebuildUserIndex(ctx context.Context, app, user string, entries 
 		}
 		args = append(args, e.SID, ut)
 	}
-	if err := hydrateIndexScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+	if err := s.run(ctx, hydrateIndexScript, keys, args...).Err(); err != nil {
 		return fmt.Errorf("rebuild the session index of user %s: %w", user, err)
 	}
 	return nil

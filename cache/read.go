@@ -200,9 +200,9 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	for attempt := 0; ; attempt++ {
 		pipe := s.rdb.Pipeline()
 		if attempt == 0 {
-			script = getScript.EvalSha(ctx, pipe, keys, args...)
+			script = s.pick(getScript).EvalSha(ctx, pipe, keys, args...)
 		} else {
-			script = getScript.Eval(ctx, pipe, keys, args...)
+			script = s.pick(getScript).Eval(ctx, pipe, keys, args...)
 		}
 		app = pipe.HGetAll(ctx, s.keys.App(a.App).State)
 		_, err := pipe.Exec(ctx)

@@ -16,20 +16,77 @@ import (
 // falls back to EVAL (which loads the script again) after SCRIPT FLUSH or a
 // failover to a node that never saw it.
 var (
-	createScript        = redis.NewScript(lua.Create)
-	appendScript        = redis.NewScript(lua.Append)
-	getScript           = redis.NewScript(lua.Get)
-	deleteScript        = redis.NewScript(lua.Delete)
-	endInvocationScript = redis.NewScript(lua.EndInvocation)
-	appApplyScript      = redis.NewScript(lua.AppApply)
-	rewindScript        = redis.NewScript(lua.Rewind)
-	flushedScript       = redis.NewScript(lua.Flushed)
-	hydrateScript       = redis.NewScript(lua.Hydrate)
-	hydrateStateScript  = redis.NewScript(lua.HydrateState)
-	hydrateIndexScript  = redis.NewScript(lua.HydrateIndex)
-	leaseRenewScript    = redis.NewScript(lua.LeaseRenew)
-	leaseReleaseScript  = redis.NewScript(lua.LeaseRelease)
+	createScript        = newScript(lua.Create)
+	appendScript        = newScript(lua.Append)
+	getScript           = newScript(lua.Get)
+	deleteScript        = newScript(lua.Delete)
+	endInvocationScript = newScript(lua.EndInvocation)
+	appApplyScript      = newScript(lua.AppApply)
+	rewindScript        = newScript(lua.Rewind)
+	flushedScript       = newScript(lua.Flushed)
+	hydrateScript       = newScript(lua.Hydrate)
+	hydrateStateScript  = newScript(lua.HydrateState)
+	hydrateIndexScript  = newScript(lua.HydrateIndex)
+	leaseAcquireScript  = newScript(lua.LeaseAcquire)
+	leaseReleaseScript  = newScript(lua.LeaseRelease)
+	ackScript           = newScript(lua.Ack)
+	stateDeadScript     = newScript(lua.StateDead)
+
+	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript,
+		rewindScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
+		ackScript, stateDeadScript}
 )
+
+// script is one of the scripts of package lua. A script that declares
+// flags starts with a Redis 7 shebang line ("#!lua flags=allow-oom"); bare is
+// the same script with that line turned into a comment, for servers that
+// cannot compile it (miniredis, Redis before 7): they run it without the
+// flags. LoadScripts picks the form a Store uses; line numbers are the same
+// in both.
+type script struct{ full, bare *redis.Script }
+
+func newScript(src string) *script {
+	sc := &script{full: redis.NewScript(src)}
+	sc.bare = sc.full
+	if strings.HasPrefix(src, "#!") {
+		sc.bare = redis.NewScript("--" + src[2:])
+	}
+	return sc
+}
+
+// pick returns the form of sc this store runs.
+func (s *Store) pick(sc *script) *redis.Script {
+	if s.bare.Load() {
+		return sc.bare
+	}
+	return sc.full
+}
+
+// run runs a script (EVALSHA, falling back to EVAL).
+func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) *redis.Cmd {
+	return fullError(s.pick(sc).Run(ctx, s.rdb, keys, args...))
+}
+
+// isShebangRejected tells whether err is a server's refusal to compile a
+// script's "#!" line.
+func isShebangRejected(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Error compiling script") && strings.Contains(err.Error(), "near '#'")
+}
+
+// ErrRedisFull: Redis refused a write because it reached maxmemory (its
+// OOM reply is wrapped). Nothing was written. The write-behind's own writes
+// still run (their scripts are allowed when Redis is full), and flushed,
+// idle sessions become evictable, so under a volatile-* policy Redis frees
+// memory by itself as the flusher catches up; retry later.
+var ErrRedisFull = errors.New("adksession: redis is full (maxmemory reached)")
+
+// fullError wraps Redis's OOM reply in ErrRedisFull.
+func fullError(cmd *redis.Cmd) *redis.Cmd {
+	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "OOM ") {
+		cmd.SetErr(fmt.Errorf("%w: %w", ErrRedisFull, err))
+	}
+	return cmd
+}
 
 // Script return codes shared by the session scripts (see each script's header).
 const (
@@ -88,13 +145,19 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// LoadScripts loads every script (on every master of a cluster), so the first
-// calls need no EVAL fallback.
-func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
-	for _, s := range []*redis.Script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, rewindScript,
-		flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseRenewScript, leaseReleaseScript} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			return err
+// LoadScripts loads every script (on every master of a cluster), so the
+// first calls need no EVAL fallback. When the server cannot compile a
+// script's shebang line, the store runs every script in its bare form from
+// then on.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	for _, sc := range allScripts {
+		err := s.pick(sc).Load(ctx, s.rdb).Err()
+		if isShebangRejected(err) && sc.bare != sc.full && !s.bare.Load() {
+			s.bare.Store(true)
+			err = sc.bare.Load(ctx, s.rdb).Err()
+		}
+		if err != nil {
+			return fmt.Errorf("load scripts: %w", err)
 		}
 	}
 	return nil
@@ -140,10 +203,11 @@ func (s *Store) masterFor(ctx context.Context, key, movedTo string) (redis.Cmdab
 
 // write runs a script that changes data. With WaitReplicas it sends WAIT in
 // the same round trip, on the master that ran the script.
-func (s *Store) write(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *Store) write(ctx context.Context, x *script, keys []string, args ...any) *redis.Cmd {
 	if s.waitReplicas <= 0 {
-		return sc.Run(ctx, s.rdb, keys, args...)
+		return s.run(ctx, x, keys, args...)
 	}
+	sc := s.pick(x)
 	node, err := s.masterFor(ctx, keys[0], "")
 	if err != nil {
 		cmd := redis.NewCmd(ctx)
@@ -172,7 +236,7 @@ func (s *Store) write(ctx context.Context, sc *redis.Script, keys []string, args
 			}
 			continue
 		}
-		if cmd.Err() == nil {
+		if fullError(cmd).Err() == nil {
 			if err := wait.Err(); err != nil {
 				cmd.SetErr(fmt.Errorf("%w: %v", ErrNotReplicated, err))
 			} else if n, _ := wait.Int64(); n < int64(s.waitReplicas) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,8 @@ type Store struct {
 	appliedRetention time.Duration
 	waitReplicas     int
 	waitTimeout      time.Duration
+	// bare: the server cannot compile the scripts' shebang lines (see LoadScripts).
+	bare atomic.Bool
 }
 
 // Options configure a Store.

@@ -203,6 +203,9 @@ func runContract(t *testing.T, redisURL string) {
 	t.Run("ClusterSafeKeys", func(t *testing.T) { t.Parallel(); testClusterSafeKeys(t, redisURL) })
 	t.Run("Slots", func(t *testing.T) { t.Parallel(); testSlots(t, redisURL) })
 	t.Run("BadInput", func(t *testing.T) { t.Parallel(); testBadInput(t, redisURL) })
+	t.Run("BadInputDefaults", func(t *testing.T) { t.Parallel(); testBadInputDefaults(t, redisURL) })
+	t.Run("BadInputHTTP", func(t *testing.T) { t.Parallel(); testBadInputHTTP(t, redisURL) })
+	t.Run("WindowBounds", func(t *testing.T) { t.Parallel(); testWindowBounds(t, redisURL) })
 	t.Run("ListUser", func(t *testing.T) { t.Parallel(); testListUser(t, redisURL) })
 	t.Run("ListApp", func(t *testing.T) { t.Parallel(); testListApp(t, redisURL) })
 	t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, redisURL) })
@@ -1046,7 +1049,82 @@ func testBadInput(t *testing.T, url string) {
 		{"event bad id", "event.ID", appendTo(&service.Event{ID: "a\x00b", Author: "a"})},
 		{"event bad invocation", "event.InvocationID", appendTo(&service.Event{InvocationID: "\xff", Author: "a"})},
 		{"event bad custom metadata", "event", appendTo(&service.Event{Author: "a", CustomMetadata: map[string]any{"c": make(chan int)}})},
+		{"get NUL invocation", "InvocationID", get(service.GetRequest{AppName: "app", UserID: "u", SessionID: "s", InvocationID: "i\x00"})},
+		{"create nil request", "create request", func() error { _, err := e.svc.Create(ctx, nil); return err }},
+		{"get nil request", "get request", func() error { _, err := e.svc.Get(ctx, nil); return err }},
+		{"delete nil request", "delete request", func() error { return e.svc.Delete(ctx, nil) }},
 	}
+	// Timestamps: [1970, 2200) UTC, whose µs a double holds exactly.
+	for name, ts := range map[string]time.Time{
+		"year 9999": time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), "2200": time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC),
+		"1969": time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC), "year 300000": time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		calls = append(calls, call{"event timestamp " + name, "event.Timestamp: ", appendTo(&service.Event{Author: "a", Timestamp: ts})})
+	}
+	// NUL and invalid UTF-8 wherever a string goes, with the JSON path of the value.
+	withDelta := func(d map[string]any) func() error {
+		return appendTo(&service.Event{Author: "a", InvocationID: "i", Actions: service.EventActions{StateDelta: d}})
+	}
+	withContent := func(js string) func() error {
+		return appendTo(&service.Event{Author: "a", Content: json.RawMessage(js)})
+	}
+	calls = append(calls, []call{
+		{"NUL in user: value", `actions.stateDelta["user:x"]: contains NUL`, withDelta(map[string]any{"ok": 1, "user:x": "a\x00b"})},
+		{"NUL deep in a value", `actions.stateDelta["k"][2].name: contains NUL`, withDelta(map[string]any{"k": []any{1, 2, map[string]any{"name": "\x00"}}})},
+		{"NUL in app: value", `actions.stateDelta["app:a"].x: contains NUL`, withDelta(map[string]any{"app:a": map[string]any{"x": "\x00"}})},
+		{"NUL in temp: value", `actions.stateDelta["temp:t"]: contains NUL`, withDelta(map[string]any{"temp:t": "\x00"})},
+		{"NUL in a key", `actions.stateDelta key "user:a\x00": contains NUL`, withDelta(map[string]any{"user:a\x00": 1})},
+		{"NUL in a nested key", `actions.stateDelta["k"] (object key): contains NUL`, withDelta(map[string]any{"k": map[string]any{"\x00": 1}})},
+		{"bad UTF-8 key", "actions.stateDelta key", withDelta(map[string]any{"\xff": 1})},
+		{"bad UTF-8 value", `actions.stateDelta["k"].v: not valid UTF-8`, withDelta(map[string]any{"k": map[string]string{"v": "\xc3"}})},
+		{"raw NUL value", `actions.stateDelta["k"]: contains NUL`, withDelta(map[string]any{"k": json.RawMessage(`"\u0000"`)})},
+		{"number beyond a double", `actions.stateDelta["k"]: number 1e999`, withDelta(map[string]any{"k": json.Number("1e999")})},
+		{"NUL author", "event.author: contains NUL", appendTo(&service.Event{Author: "a\x00"})},
+		{"bad UTF-8 author", "event.author: not valid UTF-8", appendTo(&service.Event{Author: "\xff"})},
+		{"NUL branch", "event.branch: contains NUL", appendTo(&service.Event{Author: "a", Branch: "\x00"})},
+		{"bad UTF-8 error message", "event.errorMessage: not valid UTF-8", appendTo(&service.Event{Author: "a", ErrorMessage: "\xfe"})},
+		{"NUL transfer", "event.actions.transferToAgent: contains NUL", appendTo(&service.Event{Author: "a", Actions: service.EventActions{TransferToAgent: "\x00"}})},
+		{"NUL artifact", "event.actions.artifactDelta (object key): contains NUL", appendTo(&service.Event{Author: "a", Actions: service.EventActions{ArtifactDelta: map[string]int64{"f\x00": 1}}})},
+		{"bad UTF-8 content", "event.content.parts[0].text: not valid UTF-8", withContent("{\"role\":\"model\",\"parts\":[{\"text\":\"caf\xe9\"}]}")},
+		{"NUL content", "event.content.parts[0].text: contains NUL", withContent(`{"parts":[{"text":"a\u0000"}]}`)},
+		{"surrogate content", "event.content.parts[0].text: unpaired UTF-16 surrogate", withContent(`{"parts":[{"text":"\udc00"}]}`)},
+		{"NUL function args", "event.content.parts[0].functionCall.args.q[1]: contains NUL", withContent(`{"parts":[{"functionCall":{"name":"f","args":{"q":[0,"\u0000"]}}}]}`)},
+		{"content field under its storage name", "event.content.parts[0].function_call: a key the database would give back", withContent(`{"parts":[{"function_call":{"name":"f"}}]}`)},
+		{"duplicate key in a content part", `event.content.parts[0].text: a key the database would give back`, withContent(`{"parts":[{"text":"a","text":"b"}]}`)},
+		{"content key not camelCase", "event.content.parts[0].my_key: a key the database would give back as another", withContent(`{"parts":[{"text":"x","my_key":1}]}`)},
+		{"number beyond a double in content", "event.content.n: number 2e308", withContent(`{"n":2e308}`)},
+		{"NUL custom metadata", "event.customMetadata.m: contains NUL", appendTo(&service.Event{Author: "a", CustomMetadata: map[string]any{"m": "\x00"}})},
+		{"bad UTF-8 extra", "event.usageMetadata: not valid UTF-8", appendTo(&service.Event{Author: "a", Extra: map[string]json.RawMessage{"usageMetadata": json.RawMessage("\"\xff\"")}})},
+		{"NUL actions extra", "event.actions.route[0]: contains NUL", appendTo(&service.Event{Author: "a", Actions: service.EventActions{Extra: map[string]json.RawMessage{"route": json.RawMessage(`["\u0000"]`)}}})},
+		{"NUL agent state", "event.actions.agentState: contains NUL", appendTo(&service.Event{Author: "a", Actions: service.EventActions{AgentState: json.RawMessage(`"\u0000"`)}})},
+		{"create NUL in user: value", `State["user:x"]: contains NUL`, create("app", "u", "new", map[string]any{"user:x": "a\x00b"})},
+		{"create bad UTF-8 app: value", `State["app:x"][0]: not valid UTF-8`, create("app", "u", "new", map[string]any{"app:x": []string{"\xff"}})},
+		{"create NUL key", `State key "\x00": contains NUL`, create("app", "u", "new", map[string]any{"\x00": 1})},
+	}...)
+	// Limits: keys per delta, bytes per call (MaxWriteBytes = 2 × MaxEventBytes = 8192 here).
+	keys := func(n int, prefix string) map[string]any {
+		m := map[string]any{}
+		for i := range n {
+			m[fmt.Sprintf("%sk%d", prefix, i)] = i
+		}
+		return m
+	}
+	temp3k := func(n int) map[string]any {
+		m := map[string]any{}
+		for i := range n {
+			m[fmt.Sprintf("temp:%d", i)] = strings.Repeat("t", 3000)
+		}
+		return m
+	}
+	calls = append(calls, []call{
+		{"1001 keys", "actions.stateDelta: 1001 keys, limit 1000 (Config.MaxDeltaKeys)", withDelta(keys(1001, ""))},
+		{"1001 temp: keys", "actions.stateDelta: 1001 keys, limit 1000 (Config.MaxDeltaKeys)", withDelta(keys(1001, "temp:"))},
+		{"create 1001 keys", "State: 1001 keys, limit 1000 (Config.MaxDeltaKeys)", create("app", "u", "new", keys(1001, "user:"))},
+		{"temp: values beyond the call's bytes", "limit 8192 (Config.MaxWriteBytes)", withDelta(temp3k(3))},
+		{"create state beyond the call's bytes", "State: 9018+ bytes of keys and values, limit 8192 (Config.MaxWriteBytes)", create("app", "u", "new", map[string]any{
+			"a": strings.Repeat("a", 3000), "user:b": strings.Repeat("b", 3000), "app:c": strings.Repeat("c", 3000)})},
+		{"state value beyond its limit", `actions.stateDelta["temp:t"]: value is 4098 bytes, limit 4096 (Config.MaxStateValueBytes)`, withDelta(map[string]any{"temp:t": strings.Repeat("x", 4096)})},
+	}...)
 	for name, v := range bad {
 		calls = append(calls,
 			call{"create state " + name, "State", create("app", "u", "new", map[string]any{"ok": 1, "bad": v})},
@@ -1066,8 +1144,8 @@ func testBadInput(t *testing.T, url string) {
 		err := c.do()
 		require.ErrorIs(t, err, service.ErrInvalidArgument, c.name)
 		require.Contains(t, err.Error(), c.field, c.name)
+		require.Equal(t, before, e.dumpNamespace(), "%s: bad input writes nothing", c.name)
 	}
-	require.Equal(t, before, e.dumpNamespace(), "bad input writes nothing")
 	require.Equal(t, stateBefore, stateOf(s), "bad input leaves the handle as it was")
 	require.Equal(t, eventsBefore, ids(eventsOf(s)))
 	_, err := e.svc.Get(ctx, &service.GetRequest{AppName: "app", UserID: "u", SessionID: "new"})
@@ -1292,7 +1370,7 @@ const apiEvent = `{
   "timestamp": 1735787045.123456,
   "turnComplete": true,
   "content": {"role": "model", "parts": [
-    {"text": "hello ✓ \u0000 \"quoted\" <b>&amp;</b>"},
+    {"text": "hello ✓ \u0001 \"quoted\" <b>&amp;</b>"},
     {"functionCall": {"id": "fc-1", "name": "get_weather", "args": {"city": "Paris", "days": 3, "opts": {"unit_name": "C", "nested": [1, 2.5, null, true]}}}},
     {"functionResponse": {"id": "fc-1", "name": "get_weather", "response": {"result": {"temp_c": 21.5}, "snake_key": "v"}}},
     {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}},
@@ -1369,7 +1447,7 @@ func testEventFidelity(t *testing.T, url string) {
   "id": "ev-1", "invocation_id": "e-123", "author": "root_agent", "branch": "root_agent.sub",
   "timestamp": ` + ts + `, "turn_complete": true,
   "content": {"role": "model", "parts": [
-    {"text": "hello ✓ \u0000 \"quoted\" <b>&amp;</b>"},
+    {"text": "hello ✓ \u0001 \"quoted\" <b>&amp;</b>"},
     {"function_call": {"id": "fc-1", "name": "get_weather", "args": {"city": "Paris", "days": 3, "opts": {"unit_name": "C", "nested": [1, 2.5, null, true]}}}},
     {"function_response": {"id": "fc-1", "name": "get_weather", "response": {"result": {"temp_c": 21.5}, "snake_key": "v"}}},
     {"inline_data": {"mime_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}},

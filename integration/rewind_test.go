@@ -507,18 +507,17 @@ func TestRewindFromDatabase(t *testing.T) {
 	require.Equal(t, map[string]any{"k": "A", "keep": 1.0, "A": 0.0, "B": nil, "C": nil, "D": nil, "E": nil, "F": nil}, sessionState(e.get("trimmed")))
 
 	// Evicted: every Redis key of the session is gone; the rewind reads it
-	// back from the database and replays its history. The create-time
-	// state went with the undo hash, so it replays from an empty state, as
-	// ADK does: "keep" (set only at creation) becomes null.
+	// back from the database and replays its history from the create-time
+	// state the flusher recorded there: "keep" (set only at creation) stays.
 	k = keys.Session("app", "u", "evicted")
 	require.NoError(t, rdb.Del(ctx, k.Session, k.Events, k.Undo).Err())
 	ev = e.rewind("evicted", "B")
-	require.Equal(t, map[string]any{"k": "A", "B": nil, "C": nil, "D": nil, "E": nil, "F": nil, "keep": nil}, ev.Actions.StateDelta)
+	require.Equal(t, map[string]any{"k": "A", "B": nil, "C": nil, "D": nil, "E": nil, "F": nil}, ev.Actions.StateDelta)
 	require.Equal(t, map[string]int64{"f": 0}, ev.Actions.ArtifactDelta)
 	require.NoError(t, svc.Flush(ctx))
 	require.NoError(t, rdb.Del(ctx, k.Session, k.Events, k.Undo).Err())
 	sess := e.get("evicted")
-	require.Equal(t, map[string]any{"k": "A", "A": 0.0, "B": nil, "C": nil, "D": nil, "E": nil, "F": nil, "keep": nil}, sessionState(sess),
+	require.Equal(t, map[string]any{"k": "A", "keep": 1.0, "A": 0.0, "B": nil, "C": nil, "D": nil, "E": nil, "F": nil}, sessionState(sess),
 		"the rewind event reached the database like any event")
 	require.Equal(t, []string{"A"}, invocations(service.VisibleEvents(allEvents(sess))))
 }

@@ -91,7 +91,9 @@ func (e *wbEnv) dump() map[string]string {
 // again and rewound. Every script on that path (append, get, flushed,
 // hydrate, hydrate_state, app_apply, rewind) handles it.
 func testManyKeys(t *testing.T, url string) {
-	e := newWB(t, url, testenv.FreshDatabase(t), nil)
+	// Deltas of 1 500 and 9 000 keys: above the default Config.MaxDeltaKeys,
+	// which guards the service, not the scripts.
+	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.MaxDeltaKeys = 10000 })
 	ctx := wbCtx(t)
 	const events, perEvent = 40, 500 // 20 000 session keys
 	sess := e.create(e.svc, "big", "u", "s", map[string]any{"c": 4})
@@ -207,6 +209,17 @@ func testBadScriptArguments(t *testing.T, url string) {
 			[]any{"id", "1000", "1000", "0", "3"}},
 		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "0", "app", "u", "s", "r", "1", "4", "k", "1"}},
+		{"flushed: TTL not an integer", lua.Flushed,
+			sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs),
+			[]any{inc, "1", "", "soon", "1000", "u:s"}},
+		{"flushed: an argument too many", lua.Flushed,
+			sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs),
+			[]any{inc, "1", "", "60000", "1000", "u:s", "extra"}},
+		{"ack: more dead letters than arguments", lua.Ack, sessKeys(k.Log, e.keys.ShardKeys(k.Shard).Dead),
+			[]any{"5", "{}"}},
+		{"state_dead: revision not an integer", lua.StateDead, sessKeys(k.User), []any{"1.5"}},
+		{"lease_acquire: lease time not an integer", lua.LeaseAcquire, sessKeys(e.keys.ShardKeys(k.Shard).Lease),
+			[]any{"me", "15s"}},
 		{"delete: time not an integer", lua.Delete, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "soon", "app", "u", "s", "u:s"}},
 	}

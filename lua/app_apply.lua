@@ -1,4 +1,6 @@
--- app_apply.lua: applies the app: part of an event's state delta, once per change.
+#!lua flags=allow-oom
+-- app_apply.lua: applies the app: part of an event's state delta, once per change. Allowed when Redis is
+-- full (allow-oom): it completes an event Redis already took, and the flusher's repair runs it.
 --
 -- KEYS[1] -> app state hash   <ns>adk:{a:<app>}:a
 -- KEYS[2] -> applied ids zset <ns>adk:{a:<app>}:ap

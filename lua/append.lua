@@ -1,4 +1,6 @@
+#!lua
 -- append.lua: appends one event to a session and applies its state delta.
+-- The shebang (no flags) makes Redis refuse an append as a whole, before any write, when it is full (OOM).
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>

@@ -1,4 +1,6 @@
+#!lua
 -- create.lua: creates a session, atomically refusing an existing id.
+-- The shebang (no flags) makes Redis refuse a create as a whole, before any write, when it is full (OOM).
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>

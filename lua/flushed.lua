@@ -1,7 +1,9 @@
+#!lua flags=allow-oom
 -- flushed.lua: records that a session's changes up to a revision are in the
 -- database; trims flushed events beyond the cache limit; lets idle, fully
 -- flushed keys expire (the user index with the user hash); removes a flushed
--- session from the app index and a flushed tombstone.
+-- session from the app index and a flushed tombstone. Allowed when Redis is
+-- full (allow-oom): it is what makes memory evictable.
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
@@ -11,14 +13,26 @@
 -- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
 -- KEYS[7] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- ARGV[1] -> incarnation the flushed changes belong to
--- ARGV[2] -> last seq now in the database ("" for a flushed delete)
+-- ARGV[2] -> last seq now in the database; "d" for a flushed delete; "" when nothing of the session was
+--            written (the database refused it: its keys keep no TTL)
 -- ARGV[3] -> user-state revision now in the database ("" = none flushed)
 -- ARGV[4] -> TTL in ms for idle, fully flushed keys
 -- ARGV[5] -> most flushed events to keep cached
 -- ARGV[6] -> member of the session in the app index
 -- Returns the number of events trimmed.
+-- Bad arguments are an error reply, with nothing written.
 local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
-local ttl, keep = ARGV[4], tonumber(ARGV[5])
+argv_int(1, 0, MAX_INT)
+if ARGV[2] ~= '' and ARGV[2] ~= 'd' then
+  argv_int(2, 0, MAX_INT)
+end
+if ARGV[3] ~= '' then
+  argv_int(3, 0, MAX_INT)
+end
+local ttl, keep = argv_int(4, 1, MAX_INT), argv_int(5, 0, MAX_INT)
+if #ARGV ~= 6 then
+  fail('flushed: ' .. #ARGV .. ' arguments, 6 expected')
+end
 
 if ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
   redis.call('PEXPIRE', KEYS[5], ttl) -- the user hash is gone (evicted): the index follows
@@ -37,16 +51,16 @@ elseif ARGV[3] ~= '' then
 end
 
 local meta = redis.call('HMGET', sess, 'm:inc', 'm:del', 'm:fl', 'm:rev', 'm:cnt', 'm:first')
-if meta[1] ~= ARGV[1] then
-  return 0 -- gone, or re-created since: the newer incarnation has its own entries
+if meta[1] ~= ARGV[1] or ARGV[2] == '' then
+  return 0 -- gone, or re-created since (the newer incarnation has its own entries), or nothing written
 end
 if meta[2] == '1' then
-  if ARGV[2] == '' then
+  if ARGV[2] == 'd' then
     redis.call('DEL', sess)
   end
   return 0
 end
-if ARGV[2] == '' then
+if ARGV[2] == 'd' then
   return 0
 end
 -- The database has the session now: app listings read it from there.

@@ -1,4 +1,6 @@
--- lease_release.lua: gives up a flusher's lease on a shard if it still holds it.
+#!lua flags=allow-oom
+-- lease_release.lua: gives up a flusher's lease on a shard if it still holds
+-- it. Allowed when Redis is full (allow-oom).
 --
 -- KEYS[1] -> lease string     <ns>adk:{shard}:lease
 -- ARGV[1] -> owner id

@@ -1,5 +1,9 @@
 // Package lua holds adksession's Redis scripts, one file per script, each
-// starting with its contract (KEYS, ARGV, returns). Every script receives all
+// starting with its contract (KEYS, ARGV, returns). The write-behind's own
+// scripts start with the Redis 7 shebang "#!lua flags=allow-oom", so that
+// they run when Redis is full, and the scripts that add data with "#!lua",
+// so that a full Redis refuses them before their first write (package cache
+// runs them without it on servers that cannot compile it). Every script receives all
 // its keys in KEYS and touches keys of one hash slot only, so the same scripts
 // run on standalone Redis and on Redis Cluster. lib.lua (input checks,
 // commands in chunks that Lua's unpack can take) is put in front of each.
@@ -45,8 +49,12 @@ var (
 	hydrateStateSrc string
 	//go:embed hydrate_index.lua
 	hydrateIndexSrc string
-	//go:embed lease_renew.lua
-	leaseRenewSrc string
+	//go:embed lease_acquire.lua
+	leaseAcquireSrc string
+	//go:embed ack.lua
+	ackSrc string
+	//go:embed state_dead.lua
+	stateDeadSrc string
 	//go:embed lease_release.lua
 	leaseReleaseSrc string
 	//go:embed rewind.lua
@@ -75,8 +83,12 @@ var (
 	HydrateState = withLib(hydrateStateSrc)
 	// HydrateIndex completes a user's session index that Redis lost; see hydrate_index.lua.
 	HydrateIndex = withLib(hydrateIndexSrc)
-	// LeaseRenew renews a flusher's shard lease; see lease_renew.lua.
-	LeaseRenew = withLib(leaseRenewSrc)
+	// LeaseAcquire takes or renews a flusher's shard lease; see lease_acquire.lua.
+	LeaseAcquire = withLib(leaseAcquireSrc)
+	// Ack removes handled change-log entries and records dead letters; see ack.lua.
+	Ack = withLib(ackSrc)
+	// StateDead records a dead-lettered user or app state revision; see state_dead.lua.
+	StateDead = withLib(stateDeadSrc)
 	// LeaseRelease gives up a flusher's shard lease; see lease_release.lua.
 	LeaseRelease = withLib(leaseReleaseSrc)
 	// Rewind appends a rewind event restoring an earlier state; see rewind.lua.

@@ -1,5 +1,7 @@
+#!lua
 -- rewind.lua: appends a rewind event that restores the session state and artifact versions of the point just
 -- before the first event of an invocation, in one step.
+-- The shebang (no flags) makes Redis refuse a rewind as a whole, before any write, when it is full (OOM).
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>

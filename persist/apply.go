@@ -25,7 +25,11 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	defer tx.Rollback()
-	if err := s.applyTx(ctx, tx, b); err != nil {
+	p, err := s.planTx(ctx, tx, b)
+	if err == nil {
+		err = s.write(ctx, tx, p)
+	}
+	if err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -34,7 +38,9 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	return nil
 }
 
-func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, b *Batch) error {
+// planTx locks the batch's keys (on Postgres), reads their bookkeeping rows
+// and decides what of b applies.
+func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error) {
 	var apps, users, ids, lockKeys []string
 	for _, d := range b.Deletes {
 		apps, users, ids = append(apps, d.Key.AppName), append(users, d.Key.UserID), append(ids, d.Key.SessionID)
@@ -56,18 +62,18 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, b *Batch) error {
 			lockKeys = append(lockKeys, lockKey("t", stateApps[i], stateUsers[i]))
 		}
 		if err := s.exec(ctx, tx, "lock keys", s.d.q.lockKeys, lockKeys); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	sessions, err := s.readTracked(ctx, tx, apps, users, ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	states, err := s.readTrackedStates(ctx, tx, stateApps, stateUsers)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.write(ctx, tx, planBatch(b, sessions, states))
+	return planBatch(b, sessions, states), nil
 }
 
 // lockKey names a lock unambiguously: a kind letter, then each part

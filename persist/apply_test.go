@@ -91,8 +91,12 @@ func jsonText(s *Store, compact string) string {
 		return compact
 	}
 	return map[string]string{
+		`{"count":1,"gone":null}`: `{"gone": null, "count": 1}`,
+		`{"count":2,"gone":null}`: `{"gone": null, "count": 2}`,
 		`{"count":3,"gone":null}`: `{"gone": null, "count": 3}`,
 		`{"nil":null,"rev":1}`:    `{"nil": null, "rev": 1}`,
+		`{"nil":null,"rev":3}`:    `{"nil": null, "rev": 3}`,
+		`{"nil":null,"rev":5}`:    `{"nil": null, "rev": 5}`,
 	}[compact]
 }
 

@@ -42,6 +42,10 @@ type SessionUpsert struct {
 	// prefix), as JSON values; JSON null is kept.
 	State                  map[string]json.RawMessage
 	CreateTime, UpdateTime time.Time
+	// CreateState is the session-scoped state the incarnation was created
+	// with (what a rewind before its first event restores); nil when the
+	// batch does not carry it, which keeps what the database has.
+	CreateState map[string]json.RawMessage
 	// Events are the events of this incarnation in this batch, in order.
 	Events []EventRow
 }

@@ -54,6 +54,16 @@ type batchQueries struct {
 	trackStates      string
 }
 
+// setCreateState is how trackSessions updates create_state (the same SQL
+// on both dialects): a delete clears it, a batch that carries it sets it, a
+// batch of the same incarnation without it keeps it, another incarnation
+// without it clears it.
+const setCreateState = `create_state = CASE
+    WHEN EXCLUDED.deleted THEN NULL
+    WHEN EXCLUDED.create_state IS NOT NULL THEN EXCLUDED.create_state
+    WHEN adksession_sessions.incarnation = EXCLUDED.incarnation THEN adksession_sessions.create_state
+  END`
+
 // jsonColumn is a column of JSON texts.
 type jsonColumn []string
 

@@ -3,30 +3,37 @@ package persist
 import (
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/lib/pq"
+	lite "modernc.org/sqlite"
 )
 
 // isPermanent tells whether a database error is the data's fault (retrying
-// the same entry can never succeed) rather than the database's (down,
-// overloaded, a lock timeout: retry with backoff).
+// the same rows can never succeed) rather than the database's (down,
+// overloaded, a lock timeout, a missing grant: retry with backoff). The
+// classes are listed in docs/persistence.md ("What the flusher gives up on").
 func isPermanent(err error) bool {
 	if errors.Is(err, ErrInvalidBatch) {
 		return true
-	}
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) {
-		switch pqErr.Code.Class() {
-		case "22", "23": // data exception, integrity constraint violation
-			return true
-		}
-		return false
 	}
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {
 		return true
 	}
-	msg := err.Error()
-	return strings.Contains(msg, "constraint failed") || strings.Contains(msg, "invalid UTF-8")
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		switch pqErr.Code.Class() {
+		case "22", "23", "54": // data exception, integrity constraint violation, program limit exceeded
+			return true
+		}
+		return false
+	}
+	var liteErr *lite.Error
+	if errors.As(err, &liteErr) {
+		switch liteErr.Code() & 0xff {
+		case 18, 19, 20: // SQLITE_TOOBIG, SQLITE_CONSTRAINT, SQLITE_MISMATCH
+			return true
+		}
+	}
+	return false
 }

@@ -22,9 +22,12 @@ import (
 // theirs. The others (fields of
 // adk-go or of newer ADK versions) travel inside custom_metadata under these
 // keys, in API form, and come back out in APIForm.
+// An empty custom_metadata that carries them is marked with emptyMetaKey, so
+// that it comes back empty, not absent.
 const (
 	extraKey        = "adksession:extra"
 	actionsExtraKey = "adksession:actions"
+	emptyMetaKey    = "adksession:empty"
 )
 
 var actionsModel = models["EventActions"]
@@ -57,10 +60,13 @@ func StorageForm(api []byte) ([]byte, error) {
 		conv, aextra = actionsModel.convertMembers(am, toStorage)
 		out = append(out, member{"actions", writeObject(conv)})
 	}
-	if meta != nil || len(extra) > 0 {
+	if meta != nil || len(extra)+len(aextra) > 0 {
 		metaMembers, ok := objectMembers(meta)
 		if meta != nil && !ok {
 			return nil, errors.New("event json: custom_metadata is not an object")
+		}
+		if meta != nil && len(metaMembers) == 0 && len(extra)+len(aextra) > 0 {
+			metaMembers = append(metaMembers, member{emptyMetaKey, []byte("true")})
 		}
 		for _, x := range []struct {
 			key     string
@@ -93,18 +99,20 @@ func apiMembers(top []member) []member {
 	if meta != nil {
 		metaMembers, ok := objectMembers(meta)
 		if ok {
-			kept := metaMembers[:0:0]
+			kept, empty := metaMembers[:0:0], false
 			for _, m := range metaMembers {
 				switch m.key {
 				case extraKey:
 					extra, _ = objectMembers(m.val)
 				case actionsExtraKey:
 					aextra, _ = objectMembers(m.val)
+				case emptyMetaKey:
+					empty = true
 				default:
 					kept = append(kept, m)
 				}
 			}
-			if len(kept) > 0 || len(extra)+len(aextra) == 0 {
+			if len(kept) > 0 || empty || len(extra)+len(aextra) == 0 {
 				meta = writeObject(kept)
 			} else {
 				meta = nil

@@ -100,6 +100,14 @@ func TestEventForms(t *testing.T) {
 		api:  `{"author":"a","customMetadata":{"my_key":1},"routes":["x"],"requestedInput":{"interruptId":"i"},"actions":{"futureAction":{"a_b":1}}}`,
 		storage: `{"author":"a","custom_metadata":{"my_key":1,"adksession:extra":{"routes":["x"],"requestedInput":{"interruptId":"i"}},` +
 			`"adksession:actions":{"futureAction":{"a_b":1}}},"actions":{}}`,
+	}, {
+		name:    "unknown actions alone travel in custom_metadata",
+		api:     `{"author":"a","actions":{"futureAction":true}}`,
+		storage: `{"author":"a","actions":{},"custom_metadata":{"adksession:actions":{"futureAction":true}}}`,
+	}, {
+		name:    "an empty custom metadata stays empty next to unknown fields",
+		api:     `{"author":"a","customMetadata":{},"routes":["x"]}`,
+		storage: `{"author":"a","custom_metadata":{"adksession:empty":true,"adksession:extra":{"routes":["x"]}}}`,
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

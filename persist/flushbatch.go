@@ -36,49 +36,95 @@ func groupChanges(changes []cache.Change) []*sessionChanges {
 // that died between its two steps.
 func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) error {
 	for _, c := range changes {
-		if c.AppDelta == "" {
+		if c.AppDelta == nil {
 			continue
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(c.AppDelta), &m); err != nil {
-			continue // dead-lettered with its session if the database rejects it
-		}
-		pairs := make([]cache.Pair, 0, len(m))
-		for k, v := range m {
-			pairs = append(pairs, cache.Pair{Key: k, Value: string(v)})
 		}
 		id := cache.AppendChangeID(c.Incarnation, c.User, c.SID, c.EventID)
 		if c.Kind == 'c' {
 			id = cache.CreateChangeID(c.Incarnation, c.User, c.SID)
 		}
-		if err := ApplyAppState(ctx, f.db, f.cache, c.App, id, pairs); err != nil {
+		if err := ApplyAppState(ctx, f.db, f.cache, c.App, id, c.AppDelta); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// buildBatch reads what the groups' sessions are now in Redis and makes the
-// batch that writes it, with what to record in Redis once it is committed.
-func (f *Flusher) buildBatch(ctx context.Context, groups []*sessionChanges) (*Batch, []cache.Flushed, error) {
-	b := &Batch{}
+// shardBatch is one batch of a shard's change log: what it writes, what to
+// record in Redis once it is committed, and what is dead-lettered. What
+// cannot be read from Redis is dead-lettered while the batch is built; what
+// the database refuses, by reject.
+type shardBatch struct {
+	shard int
+	ids   []string // every entry read, flushed or dead-lettered: all are acknowledged
+	batch *Batch
+	marks []cache.Flushed
+	dead  []cache.DeadLetter
+	// deadStates are the user and app state revisions dead-lettered.
+	deadStates []StateUpsert
+
+	groups    map[SessionKey]*sessionChanges
+	markOf    map[SessionKey][]int            // indexes in marks of a session's marks
+	userMark  map[[2]string]int               // index in marks of the mark carrying a user's revision
+	events    map[SessionKey]map[int64]string // JSON of the events read, by seq
+	states    map[[2]string]StateUpsert       // the state snapshots of the batch (user "" for an app)
+	carriers  map[[2]string]cache.Change      // a change of the batch that carried each state
+	deadEntry map[string]bool                 // ids of changes dead-lettered
+	written   map[SessionKey]int              // events written per session
+	refused   map[[2]string]bool              // states dead-lettered in this batch
+}
+
+// dead-letters c as unit unit unless it is already.
+func (sb *shardBatch) deadLetter(c cache.Change, unit, reason string, data map[string]any) {
+	if sb.deadEntry[c.ID] {
+		return
+	}
+	sb.deadEntry[c.ID] = true
+	sb.dead = append(sb.dead, cache.DeadLetter{Change: c, Unit: unit, Reason: reason, Data: data})
+}
+
+// changeOf returns the change of g that carries the event seq (or the
+// event at ts), else g's last change.
+func changeOf(g *sessionChanges, seq, ts int64) cache.Change {
+	for _, c := range g.changes {
+		if c.Kind == 'a' && (c.Seq == seq || (seq < 0 && c.Ts == ts)) {
+			return c
+		}
+	}
+	return g.changes[len(g.changes)-1]
+}
+
+// buildBatch reads what the sessions of changes are now in Redis and makes
+// the batch that writes them. A session or an event that cannot be read is
+// dead-lettered; the rest of the batch goes on.
+func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Change, bad []cache.DeadLetter) (*shardBatch, error) {
+	sb := &shardBatch{shard: shard, batch: &Batch{}, dead: bad, groups: map[SessionKey]*sessionChanges{},
+		markOf: map[SessionKey][]int{}, userMark: map[[2]string]int{}, events: map[SessionKey]map[int64]string{},
+		states: map[[2]string]StateUpsert{}, carriers: map[[2]string]cache.Change{}, deadEntry: map[string]bool{},
+		written: map[SessionKey]int{}, refused: map[[2]string]bool{}}
+	for _, d := range bad {
+		sb.ids = append(sb.ids, d.Change.ID)
+		sb.deadEntry[d.Change.ID] = true
+	}
+	b := sb.batch
 	var refs []cache.FlushRef
 	var upserts []*sessionChanges
-	var marks []cache.Flushed
-	apps := map[string]bool{}
-	var deleteMarks []int // indexes in marks of the deletes' marks
-	for _, g := range groups {
+	apps := map[string]cache.Change{}
+	var deleted []*sessionChanges // groups with a delete
+	for _, g := range groupChanges(changes) {
+		sb.groups[g.key] = g
 		for _, c := range g.changes {
-			if c.AppDelta != "" {
-				apps[c.App] = true // also of changes a later delete voids: app state stays
+			sb.ids = append(sb.ids, c.ID)
+			if c.AppDelta != nil {
+				apps[c.App] = c // also of changes a later delete voids: app state stays
 			}
 		}
 		live := g.changes
 		for i := len(g.changes) - 1; i >= 0; i-- {
 			if c := g.changes[i]; c.Kind == 'd' {
 				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation})
-				marks = append(marks, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, UserRev: -1})
-				deleteMarks = append(deleteMarks, len(marks)-1)
+				sb.addMark(g.key, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
+				deleted = append(deleted, g)
 				live = g.changes[i+1:]
 				break
 			}
@@ -89,7 +135,11 @@ func (f *Flusher) buildBatch(ctx context.Context, groups []*sessionChanges) (*Ba
 		last := live[len(live)-1]
 		ref := cache.FlushRef{App: last.App, User: last.User, SID: last.SID, Incarnation: last.Incarnation, MinTs: 1, MaxTs: 0}
 		for _, c := range live {
-			if c.Kind != 'a' || c.Incarnation != last.Incarnation {
+			if c.Incarnation != last.Incarnation {
+				continue
+			}
+			ref.Create = ref.Create || c.Kind == 'c'
+			if c.Kind != 'a' {
 				continue
 			}
 			if ref.MinTs > ref.MaxTs {
@@ -98,79 +148,208 @@ func (f *Flusher) buildBatch(ctx context.Context, groups []*sessionChanges) (*Ba
 			ref.MinTs, ref.MaxTs = min(ref.MinTs, c.Ts), max(ref.MaxTs, c.Ts)
 		}
 		refs = append(refs, ref)
-		upserts = append(upserts, g)
+		upserts = append(upserts, &sessionChanges{key: g.key, changes: live})
 	}
 	reads, err := f.cache.ReadForFlush(ctx, refs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	users := map[[2]string]bool{}
 	for i, r := range reads {
-		if r.Snap == nil {
-			continue // deleted or re-created since: later entries carry it
-		}
-		ref := refs[i]
-		up := SessionUpsert{
-			Key: upserts[i].key, Incarnation: ref.Incarnation, Rev: r.Snap.Rev,
-			State:      rawState(r.Snap.State),
-			CreateTime: time.UnixMicro(r.Snap.CreateTime).UTC(), UpdateTime: time.UnixMicro(r.Snap.UpdateTime).UTC(),
-		}
-		seq := int64(0)
-		for _, e := range r.Events {
-			data, err := StorageForm([]byte(e.JSON))
-			if err != nil {
-				return nil, nil, fmt.Errorf("event %d of session %s: %w", e.Seq, ref.SID, err)
-			}
-			var head struct {
-				ID           string `json:"id"`
-				InvocationID string `json:"invocationId"`
-			}
-			if err := json.Unmarshal([]byte(e.JSON), &head); err != nil {
-				return nil, nil, fmt.Errorf("event %d of session %s: %w", e.Seq, ref.SID, err)
-			}
-			up.Events = append(up.Events, EventRow{Key: up.Key, ID: head.ID, InvocationID: head.InvocationID,
-				Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data})
-			seq = max(seq, e.Seq)
-		}
-		b.Sessions = append(b.Sessions, up)
-		userRev := int64(-1)
-		if uk := [2]string{ref.App, ref.User}; !users[uk] {
-			users[uk] = true
-			b.UserStates = append(b.UserStates, StateUpsert{AppName: ref.App, UserID: ref.User, Rev: r.Snap.UserRev,
-				State: rawState(r.Snap.User), UpdateTime: up.UpdateTime})
-			userRev = r.Snap.UserRev
-		}
-		marks = append(marks, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev})
+		sb.addSession(refs[i], upserts[i], r)
 	}
 	// The user state that deleted sessions changed stays (as app state
 	// does): write it even when no live session of the user is in the batch.
-	for _, i := range deleteMarks {
-		m := &marks[i]
-		uk := [2]string{m.App, m.User}
-		if users[uk] {
+	for _, g := range deleted {
+		uk := [2]string{g.key.AppName, g.key.UserID}
+		if _, ok := sb.carriers[uk]; ok {
 			continue
 		}
-		users[uk] = true
-		state, rev, ok, err := f.cache.UserStateRev(ctx, m.App, m.User)
+		st, err := f.cache.UserStateRev(ctx, g.key.AppName, g.key.UserID)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if ok {
-			b.UserStates = append(b.UserStates, StateUpsert{AppName: m.App, UserID: m.User, Rev: rev,
-				State: rawState(state), UpdateTime: time.Now().UTC()})
-			m.UserRev = rev
+		if st.OK && st.Dead < st.Rev {
+			sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: uk[0], UserID: uk[1], Rev: st.Rev,
+				State: rawState(st.State), UpdateTime: time.Now().UTC()})
+			sb.userMark[uk] = sb.markOf[g.key][0]
+			sb.marks[sb.userMark[uk]].UserRev = st.Rev
 		}
 	}
-	for app := range apps {
-		state, rev, ok, err := f.cache.AppStateRev(ctx, app)
+	for app, c := range apps {
+		st, err := f.cache.AppStateRev(ctx, app)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if ok {
-			b.AppStates = append(b.AppStates, StateUpsert{AppName: app, Rev: rev, State: rawState(state), UpdateTime: time.Now().UTC()})
+		if st.OK && st.Dead < st.Rev {
+			sb.addState([2]string{app, ""}, c, StateUpsert{AppName: app, Rev: st.Rev, State: rawState(st.State), UpdateTime: time.Now().UTC()})
 		}
 	}
-	return b, marks, nil
+	return sb, nil
+}
+
+func (sb *shardBatch) addMark(k SessionKey, m cache.Flushed) {
+	sb.marks = append(sb.marks, m)
+	sb.markOf[k] = append(sb.markOf[k], len(sb.marks)-1)
+}
+
+func (sb *shardBatch) addState(k [2]string, carrier cache.Change, st StateUpsert) {
+	sb.carriers[k] = carrier
+	sb.states[k] = st
+	if k[1] == "" {
+		sb.batch.AppStates = append(sb.batch.AppStates, st)
+	} else {
+		sb.batch.UserStates = append(sb.batch.UserStates, st)
+	}
+}
+
+// addSession adds what was read of one session (its live changes g) to the
+// batch.
+func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.FlushRead) {
+	if r.Err != nil {
+		for _, c := range g.changes {
+			sb.deadLetter(c, cache.DeadSession, r.Err.Error(), map[string]any{"events_written": false})
+		}
+		return
+	}
+	if r.Snap == nil {
+		return // deleted or re-created since: later entries carry it
+	}
+	up := SessionUpsert{
+		Key: g.key, Incarnation: ref.Incarnation, Rev: r.Snap.Rev,
+		State:      rawState(r.Snap.State),
+		CreateTime: time.UnixMicro(r.Snap.CreateTime).UTC(), UpdateTime: time.UnixMicro(r.Snap.UpdateTime).UTC(),
+	}
+	if r.CreateState != "" {
+		if err := json.Unmarshal([]byte(r.CreateState), &up.CreateState); err != nil {
+			for _, c := range g.changes {
+				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of session %s: %v", ref.SID, err),
+					map[string]any{"events_written": false})
+			}
+			return
+		}
+	}
+	seq := int64(0)
+	for _, c := range g.changes {
+		if c.Kind == 'a' && c.Incarnation == ref.Incarnation {
+			seq = max(seq, c.Seq)
+		}
+	}
+	sb.events[g.key] = map[int64]string{}
+	for _, e := range r.Events {
+		seq = max(seq, e.Seq)
+		row, err := eventRow(g.key, e)
+		if err != nil {
+			sb.deadLetter(changeOf(g, e.Seq, e.Ts), cache.DeadEvent, err.Error(), map[string]any{"seq": e.Seq, "event": e.JSON})
+			continue
+		}
+		up.Events = append(up.Events, row)
+		sb.events[g.key][e.Seq] = e.JSON
+	}
+	for _, e := range r.BadEvents {
+		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of session %s: %v", ref.SID, e.Err),
+			map[string]any{"member": e.Member})
+	}
+	sb.written[g.key] = len(up.Events)
+	sb.batch.Sessions = append(sb.batch.Sessions, up)
+	userRev := int64(-1)
+	uk := [2]string{ref.App, ref.User}
+	if _, done := sb.carriers[uk]; !done && r.User.OK && r.User.Dead < r.User.Rev {
+		sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: ref.App, UserID: ref.User, Rev: r.User.Rev,
+			State: rawState(r.User.State), UpdateTime: up.UpdateTime})
+		userRev = r.User.Rev
+		sb.userMark[uk] = len(sb.marks)
+	}
+	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev})
+}
+
+// eventRow makes the events row of a cached event.
+func eventRow(k SessionKey, e cache.EventRecord) (EventRow, error) {
+	data, err := StorageForm([]byte(e.JSON))
+	if err != nil {
+		return EventRow{}, fmt.Errorf("event %d of session %s: %w", e.Seq, k.SessionID, err)
+	}
+	var head struct {
+		ID           string `json:"id"`
+		InvocationID string `json:"invocationId"`
+	}
+	if err := json.Unmarshal([]byte(e.JSON), &head); err != nil {
+		return EventRow{}, fmt.Errorf("event %d of session %s: %w", e.Seq, k.SessionID, err)
+	}
+	return EventRow{Key: k, ID: head.ID, InvocationID: head.InvocationID,
+		Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data}, nil
+}
+
+// reject dead-letters what the database refused (ApplyEach) and keeps the
+// Redis marks from claiming it flushed: a refused session's keys keep no
+// TTL (its events may be written all the same), a refused state's revision
+// is recorded as dead-lettered (its hash keeps no TTL either). A refused
+// event is kept in its dead letter; its session is marked flushed past it.
+func (sb *shardBatch) reject(rejected []Rejected) {
+	for _, r := range rejected {
+		switch r.Unit {
+		case UnitSession:
+			for _, i := range sb.markOf[r.Key] {
+				sb.marks[i].Seq, sb.marks[i].Deleted = -1, false
+			}
+			if !r.EventsWritten {
+				sb.written[r.Key] = 0
+			}
+			for _, c := range sb.groups[r.Key].changes {
+				sb.deadLetter(c, cache.DeadSession, r.Err.Error(), map[string]any{"events_written": r.EventsWritten})
+			}
+		case UnitEvent:
+			g := sb.groups[r.Key]
+			sb.written[r.Key]--
+			sb.deadLetter(changeOf(g, r.Seq, 0), cache.DeadEvent, r.Err.Error(),
+				map[string]any{"seq": r.Seq, "event": sb.events[r.Key][r.Seq]})
+		case UnitUserState, UnitAppState:
+			k := [2]string{r.Key.AppName, r.Key.UserID}
+			if sb.refused[k] {
+				continue
+			}
+			sb.refused[k] = true
+			if i, ok := sb.userMark[k]; ok {
+				sb.marks[i].UserRev = -1
+			}
+			st, ok := sb.states[k]
+			carrier := sb.carriers[k]
+			if !ok { // only its {} row was refused: record it once per batch
+				carrier = sb.anyChangeOf(k)
+			} else {
+				sb.deadStates = append(sb.deadStates, st)
+			}
+			unit := cache.DeadUserState
+			if r.Unit == UnitAppState {
+				unit = cache.DeadAppState
+			}
+			// The record holds the state as Redis does (values may not be JSON).
+			state := map[string]string{}
+			for key, v := range st.State {
+				state[key] = string(v)
+			}
+			sb.dead = append(sb.dead, cache.DeadLetter{Change: carrier, Unit: unit, Reason: r.Err.Error(),
+				Data: map[string]any{"rev": st.Rev, "state": state}})
+		}
+	}
+}
+
+// anyChangeOf returns a change of the batch of user k (of app k[0] when k[1] is "").
+func (sb *shardBatch) anyChangeOf(k [2]string) cache.Change {
+	for key, g := range sb.groups {
+		if key.AppName == k[0] && (k[1] == "" || key.UserID == k[1]) {
+			return g.changes[len(g.changes)-1]
+		}
+	}
+	return cache.Change{}
+}
+
+// eventsWritten counts the events the batch wrote.
+func (sb *shardBatch) eventsWritten() int {
+	n := 0
+	for _, w := range sb.written {
+		n += w
+	}
+	return n
 }
 
 func rawState(m map[string]string) map[string]json.RawMessage {

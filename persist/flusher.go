@@ -231,7 +231,7 @@ func (f *Flusher) RunOnce(ctx context.Context) (int, error) {
 		}
 		ok, err := f.cache.AcquireLease(ctx, shard, f.owner, f.opts.LeaseTTL)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("lease of shard %d: %w", shard, err))
+			errs = append(errs, err)
 			continue
 		}
 		if !ok {
@@ -247,96 +247,62 @@ func (f *Flusher) RunOnce(ctx context.Context) (int, error) {
 	return total, errors.Join(errs...)
 }
 
-// flushShard writes one batch of a shard's change log.
+// flushShard writes one batch of a shard's change log. What cannot be read
+// or written for good (poison) is dead-lettered alone, and the rest of the
+// batch is written: the shard never stops on it.
 func (f *Flusher) flushShard(ctx context.Context, shard int) (int, error) {
 	changes, bad, err := f.cache.ReadChanges(ctx, shard, f.opts.BatchSize)
 	if err != nil {
 		return 0, err
 	}
-	if err := f.deadLetter(ctx, shard, bad); err != nil {
-		return 0, err
+	if len(changes)+len(bad) == 0 {
+		return 0, nil
 	}
-	if len(changes) == 0 {
-		return len(bad), nil
-	}
-	groups := groupChanges(changes)
 	if err := f.repairAppState(ctx, changes); err != nil {
 		return 0, err
 	}
-	batch, marks, err := f.buildBatch(ctx, groups)
+	sb, err := f.buildBatch(ctx, shard, changes, bad)
 	if err != nil {
 		return 0, err
 	}
-	if err := f.db.Apply(ctx, batch); err != nil {
+	if err := f.db.Apply(ctx, sb.batch); err != nil {
 		if !isPermanent(err) {
 			return 0, fmt.Errorf("apply batch: %w", err)
 		}
-		return f.applyOneByOne(ctx, shard, groups)
-	}
-	return len(changes), f.finish(ctx, shard, changes, marks, batch)
-}
-
-// applyOneByOne isolates the sessions the database rejects for good: each
-// is dead-lettered, the rest written.
-func (f *Flusher) applyOneByOne(ctx context.Context, shard int, groups []*sessionChanges) (int, error) {
-	n := 0
-	for _, g := range groups {
-		one := []*sessionChanges{g}
-		batch, marks, err := f.buildBatch(ctx, one)
+		// Something in the batch is refused for good: write it unit by
+		// unit, and dead-letter what is refused.
+		rejected, err := f.db.ApplyEach(ctx, sb.batch)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
-		if err := f.db.Apply(ctx, batch); err != nil {
-			if !isPermanent(err) {
-				return n, fmt.Errorf("apply batch: %w", err)
-			}
-			dl := make([]cache.DeadLetter, len(g.changes))
-			for i, c := range g.changes {
-				dl[i] = cache.DeadLetter{Change: c, Reason: err.Error()}
-			}
-			if err := f.deadLetter(ctx, shard, dl); err != nil {
-				return n, err
-			}
-			continue
-		}
-		if err := f.finish(ctx, shard, g.changes, marks, batch); err != nil {
-			return n, err
-		}
-		n += len(g.changes)
+		sb.reject(rejected)
 	}
-	return n, nil
+	return len(sb.ids), f.finish(ctx, sb)
 }
 
-func (f *Flusher) deadLetter(ctx context.Context, shard int, dl []cache.DeadLetter) error {
-	if len(dl) == 0 {
-		return nil
-	}
-	for _, d := range dl {
-		f.opts.Logger.Error("adksession flusher: change dead-lettered", "shard", shard, "id", d.Change.ID, "reason", d.Reason)
-	}
-	f.dead.Add(int64(len(dl)))
-	return f.cache.PushDeadLetters(ctx, shard, dl)
-}
-
-// finish records a committed batch in Redis and acknowledges its entries.
-func (f *Flusher) finish(ctx context.Context, shard int, changes []cache.Change, marks []cache.Flushed, batch *Batch) error {
-	if err := f.cache.MarkFlushed(ctx, marks, f.opts.CacheTTL, f.opts.MaxCachedEvents); err != nil {
+// finish records a committed batch in Redis, then acknowledges its entries
+// and pushes its dead letters. Every write here runs when Redis is full.
+func (f *Flusher) finish(ctx context.Context, sb *shardBatch) error {
+	if err := f.cache.MarkFlushed(ctx, sb.marks, f.opts.CacheTTL, f.opts.MaxCachedEvents); err != nil {
 		return err
 	}
-	ids := make([]string, len(changes))
-	for i, c := range changes {
-		ids[i] = c.ID
+	for _, d := range sb.dead {
+		f.opts.Logger.Error("adksession flusher: dead-lettered", "shard", sb.shard, "id", d.Change.ID, "unit", d.Unit, "reason", d.Reason)
 	}
-	if err := f.cache.AckChanges(ctx, shard, ids); err != nil {
+	if err := f.cache.Ack(ctx, sb.shard, sb.ids, sb.dead); err != nil {
 		return err
 	}
-	events := 0
-	for _, s := range batch.Sessions {
-		events += len(s.Events)
+	// After the dead letters are pushed: a crash in between makes another
+	// flusher dead-letter the state again rather than never.
+	for _, st := range sb.deadStates {
+		if err := f.cache.MarkStateDead(ctx, st.AppName, st.UserID, st.Rev); err != nil {
+			return err
+		}
 	}
 	f.batches.Add(1)
-	f.entries.Add(int64(len(changes)))
-	f.events.Add(int64(events))
+	f.entries.Add(int64(len(sb.ids) - len(sb.deadEntry)))
+	f.events.Add(int64(sb.eventsWritten()))
+	f.dead.Add(int64(len(sb.dead)))
 	return nil
 }
 

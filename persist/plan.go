@@ -34,6 +34,10 @@ type plan struct {
 	appStates   []*StateUpsert
 	userStates  []*StateUpsert
 	stateRevs   []stateRev // adksession_states rows to write
+	// known are the upserted sessions whose row of the same incarnation is
+	// in the database already (ApplyEach writes their events even when it
+	// cannot write their row).
+	known map[SessionKey]bool
 }
 
 // stateSeed is an app_states or user_states row to create as {}.
@@ -64,6 +68,7 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 	upserts := map[SessionKey]*SessionUpsert{}
 	events := map[SessionKey][]EventRow{}
 	touched := map[SessionKey]bool{}
+	known := map[SessionKey]bool{}
 
 	for _, d := range b.Deletes {
 		t, ok := cur[d.Key]
@@ -87,12 +92,15 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 			continue
 		}
 		upserts[u.Key] = u
+		if t0, ok := sessions[u.Key]; ok && t0.incarnation == u.Incarnation && !t0.deleted && !purge[u.Key] {
+			known[u.Key] = true
+		}
 		events[u.Key] = append(events[u.Key], u.Events...)
 		cur[u.Key] = tracked{incarnation: u.Incarnation, rev: u.Rev}
 		touched[u.Key] = true
 	}
 
-	p := &plan{purge: sortedKeys(purge, compareSessionKeys)}
+	p := &plan{purge: sortedKeys(purge, compareSessionKeys), known: known}
 	apps := map[stateKey]time.Time{}
 	users := map[stateKey]time.Time{}
 	for _, k := range sortedKeys(upserts, compareSessionKeys) {

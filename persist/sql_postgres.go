@@ -48,10 +48,12 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::time
   WITH ORDINALITY AS k(app_name, user_id, session_id, id, invocation_id, ts, n)
 JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT DO NOTHING`,
-		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, incarnation, rev, deleted)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[])
+		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, create_state, incarnation, rev, deleted)
+SELECT k.app_name, k.user_id, k.session_id, NULLIF(k.create_state, '')::jsonb, k.incarnation, k.rev, k.deleted
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::boolean[])
+  AS k(app_name, user_id, session_id, create_state, incarnation, rev, deleted)
 ON CONFLICT (app_name, user_id, session_id) DO UPDATE
-SET incarnation = EXCLUDED.incarnation, rev = EXCLUDED.rev, deleted = EXCLUDED.deleted`,
+SET incarnation = EXCLUDED.incarnation, rev = EXCLUDED.rev, deleted = EXCLUDED.deleted, ` + setCreateState,
 		ensureAppStates: `INSERT INTO app_states (app_name, state, update_time)
 SELECT k.app_name, '{}', k.update_time FROM unnest($1::text[], $2::timestamp[]) AS k(app_name, update_time)
 ON CONFLICT DO NOTHING`,

@@ -30,10 +30,10 @@ SET state = excluded.state, create_time = excluded.create_time, update_time = ex
 		insertEvents: `INSERT INTO events (app_name, user_id, session_id, id, invocation_id, "timestamp", event_data)
 SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 FROM json_each($1) WHERE true
 ON CONFLICT DO NOTHING`,
-		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, incarnation, rev, deleted)
-SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5 FROM json_each($1) WHERE true
+		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, create_state, incarnation, rev, deleted)
+SELECT value->>0, value->>1, value->>2, NULLIF(value->>3, ''), value->>4, value->>5, value->>6 FROM json_each($1) WHERE true
 ON CONFLICT (app_name, user_id, session_id) DO UPDATE
-SET incarnation = excluded.incarnation, rev = excluded.rev, deleted = excluded.deleted`,
+SET incarnation = excluded.incarnation, rev = excluded.rev, deleted = excluded.deleted, ` + setCreateState,
 		ensureAppStates: `INSERT INTO app_states (app_name, state, update_time)
 SELECT value->>0, '{}', value->>1 FROM json_each($1) WHERE true
 ON CONFLICT DO NOTHING`,

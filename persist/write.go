@@ -8,17 +8,40 @@ import (
 	"fmt"
 )
 
-// write runs the statements of p, each skipped when it has no rows.
+// write runs the statements of p, one per table, each skipped when it has
+// no rows.
 func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
+	if err := s.writeSessions(ctx, tx, p.purge, p.sessions, p.tracked); err != nil {
+		return err
+	}
+	if err := s.writeEvents(ctx, tx, p.events); err != nil {
+		return err
+	}
+	if err := s.writeSeeds(ctx, tx, p.ensureApps, p.ensureUsers); err != nil {
+		return err
+	}
+	if err := s.writeStates(ctx, tx, false, p.appStates); err != nil {
+		return err
+	}
+	if err := s.writeStates(ctx, tx, true, p.userStates); err != nil {
+		return err
+	}
+	return s.writeStateRevs(ctx, tx, p.stateRevs)
+}
+
+// writeSessions deletes the purged sessions' rows, then upserts sessions
+// rows and their bookkeeping (with the create-time state of the sessions
+// whose upsert carries it).
+func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKey, sessions []*SessionUpsert, tracked []trackedRow) error {
 	q := &s.d.q
 	var c columns
-	for _, k := range p.purge {
+	for _, k := range purge {
 		c.add(0, k.AppName).add(1, k.UserID).add(2, k.SessionID)
 	}
 	if err := s.exec(ctx, tx, "delete sessions", q.purgeSessions, c.take(3)...); err != nil {
 		return err
 	}
-	for _, u := range p.sessions {
+	for _, u := range sessions {
 		state, err := encodeState(u.State)
 		if err != nil {
 			return fmt.Errorf("%w: state of session %q: %w", ErrInvalidBatch, u.Key.SessionID, err)
@@ -29,7 +52,33 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 	if err := s.exec(ctx, tx, "upsert sessions", q.upsertSessions, c.take(6)...); err != nil {
 		return err
 	}
-	for _, e := range p.events {
+	creates := map[SessionKey]map[string]json.RawMessage{}
+	for _, u := range sessions {
+		if u.CreateState != nil {
+			creates[u.Key] = u.CreateState
+		}
+	}
+	var incs, revs []int64
+	var deleted []bool
+	for _, t := range tracked {
+		create := ""
+		if cs, ok := creates[t.key]; ok && !t.deleted {
+			state, err := encodeState(cs)
+			if err != nil {
+				return fmt.Errorf("%w: create-time state of session %q: %w", ErrInvalidBatch, t.key.SessionID, err)
+			}
+			create = state
+		}
+		c.add(0, t.key.AppName).add(1, t.key.UserID).add(2, t.key.SessionID).add(3, create)
+		incs, revs, deleted = append(incs, t.incarnation), append(revs, t.rev), append(deleted, t.deleted)
+	}
+	return s.exec(ctx, tx, "track sessions", q.trackSessions, append(c.take(4), incs, revs, deleted)...)
+}
+
+// writeEvents inserts events rows (existing ones are left alone).
+func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, events []EventRow) error {
+	var c columns
+	for _, e := range events {
 		data, err := storageEventData(e.Data, e.ID, e.InvocationID, e.Timestamp)
 		if err != nil {
 			return fmt.Errorf("%w: event %q of session %q: %w", ErrInvalidBatch, e.ID, e.Key.SessionID, err)
@@ -37,62 +86,65 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 		c.add(0, e.Key.AppName).add(1, e.Key.UserID).add(2, e.Key.SessionID).add(3, e.ID).
 			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).addJSON(6, string(data))
 	}
-	if err := s.exec(ctx, tx, "insert events", q.insertEvents, c.take(7)...); err != nil {
-		return err
-	}
-	var incs, revs []int64
-	var deleted []bool
-	for _, t := range p.tracked {
-		c.add(0, t.key.AppName).add(1, t.key.UserID).add(2, t.key.SessionID)
-		incs, revs, deleted = append(incs, t.incarnation), append(revs, t.rev), append(deleted, t.deleted)
-	}
-	if err := s.exec(ctx, tx, "track sessions", q.trackSessions, append(c.take(3), incs, revs, deleted)...); err != nil {
-		return err
-	}
-	return s.writeStates(ctx, tx, p)
+	return s.exec(ctx, tx, "insert events", s.d.q.insertEvents, c.take(7)...)
 }
 
-func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, p *plan) error {
+// writeSeeds creates the {} app_states and user_states rows that are missing.
+func (s *Store) writeSeeds(ctx context.Context, tx *sql.Tx, apps, users []stateSeed) error {
 	q := &s.d.q
 	var c columns
-	for _, a := range p.ensureApps {
+	for _, a := range apps {
 		c.add(0, a.key.app).add(1, formatTime(a.time))
 	}
 	if err := s.exec(ctx, tx, "create app states", q.ensureAppStates, c.take(2)...); err != nil {
 		return err
 	}
-	for _, u := range p.ensureUsers {
+	for _, u := range users {
 		c.add(0, u.key.app).add(1, u.key.user).add(2, formatTime(u.time))
 	}
-	if err := s.exec(ctx, tx, "create user states", q.ensureUserStates, c.take(3)...); err != nil {
-		return err
-	}
-	for _, a := range p.appStates {
-		state, err := encodeState(a.State)
-		if err != nil {
-			return fmt.Errorf("%w: state of app %q: %w", ErrInvalidBatch, a.AppName, err)
-		}
-		c.add(0, a.AppName).addJSON(1, state).add(2, formatTime(a.UpdateTime))
-	}
-	if err := s.exec(ctx, tx, "upsert app states", q.upsertAppStates, c.take(3)...); err != nil {
-		return err
-	}
-	for _, u := range p.userStates {
+	return s.exec(ctx, tx, "create user states", q.ensureUserStates, c.take(3)...)
+}
+
+// writeStates upserts app_states rows (users false, UserID ignored) or
+// user_states rows.
+func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, users bool, states []*StateUpsert) error {
+	var c columns
+	for _, u := range states {
 		state, err := encodeState(u.State)
 		if err != nil {
-			return fmt.Errorf("%w: state of user %q: %w", ErrInvalidBatch, u.UserID, err)
+			return fmt.Errorf("%w: state of %s: %w", ErrInvalidBatch, stateName(u.AppName, u.UserID), err)
 		}
-		c.add(0, u.AppName).add(1, u.UserID).addJSON(2, state).add(3, formatTime(u.UpdateTime))
+		c.add(0, u.AppName)
+		n := 1 // the state's column
+		if users {
+			c.add(1, u.UserID)
+			n = 2
+		}
+		c.addJSON(n, state).add(n+1, formatTime(u.UpdateTime))
 	}
-	if err := s.exec(ctx, tx, "upsert user states", q.upsertUserStates, c.take(4)...); err != nil {
-		return err
+	if users {
+		return s.exec(ctx, tx, "upsert user states", s.d.q.upsertUserStates, c.take(4)...)
 	}
+	return s.exec(ctx, tx, "upsert app states", s.d.q.upsertAppStates, c.take(3)...)
+}
+
+// writeStateRevs records the revisions of the state rows written.
+func (s *Store) writeStateRevs(ctx context.Context, tx *sql.Tx, stateRevs []stateRev) error {
+	var c columns
 	var revs []int64
-	for _, r := range p.stateRevs {
+	for _, r := range stateRevs {
 		c.add(0, r.key.app).add(1, r.key.user)
 		revs = append(revs, r.rev)
 	}
-	return s.exec(ctx, tx, "track states", q.trackStates, append(c.take(2), revs)...)
+	return s.exec(ctx, tx, "track states", s.d.q.trackStates, append(c.take(2), revs)...)
+}
+
+// stateName names an app's state (user "") or a user's in messages.
+func stateName(app, user string) string {
+	if user == "" {
+		return fmt.Sprintf("app %q", app)
+	}
+	return fmt.Sprintf("user %q of app %q", user, app)
 }
 
 // exec binds cols and runs q, unless the columns are empty.

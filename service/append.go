@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
 	"github.com/adksession/adksession/persist"
@@ -51,35 +49,12 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	if err := checkSession(sess.appName, sess.userID, sess.id); err != nil {
 		return err
 	}
-	if err := s.checkEvent(ev); err != nil {
-		return err
-	}
-	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)
+	p, err := s.prepareEvent(ev)
 	if err != nil {
 		return err
 	}
-	// Work on a copy until the write is acknowledged: bad input leaves ev as it was.
-	stored := ev.Clone()
-	if stored.ID == "" {
-		stored.ID = uuid.NewString()
-	}
-	if stored.Timestamp.IsZero() {
-		stored.Timestamp = time.Now()
-	}
-	stored.Timestamp = stored.Timestamp.Truncate(time.Microsecond).UTC()
-	for k := range stored.Actions.StateDelta {
-		if strings.HasPrefix(k, TempPrefix) {
-			delete(stored.Actions.StateDelta, k)
-		}
-	}
-	blob, err := json.Marshal(stored)
-	if err != nil {
-		return fmt.Errorf("%w: event: %v", ErrInvalidArgument, err)
-	}
-	if len(blob) > s.cfg.MaxEventBytes {
-		return fmt.Errorf("%w: event: %d bytes of JSON, limit %d (Config.MaxEventBytes)", ErrInvalidArgument, len(blob), s.cfg.MaxEventBytes)
-	}
-	pre, post, err := cache.SplitTimestamp(blob)
+	stored, delta, normalized := p.stored, p.delta, p.normalized
+	pre, post, err := cache.SplitTimestamp(p.blob)
 	if err != nil {
 		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
 	}
@@ -165,7 +140,7 @@ func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *E
 		}
 		rec = &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js)}
 	}
-	same, err := sameEvent(rec.JSON, sent)
+	same, err := isRetryOf(rec.JSON, sent)
 	if err != nil {
 		return fmt.Errorf("append event %s to session %s: %w", sent.ID, sess.id, err)
 	}
@@ -185,12 +160,12 @@ func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *E
 	return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
 }
 
-// sameEvent tells whether the stored JSON of an event (API form) is the
+// isRetryOf tells whether the stored JSON of an event (API form) is the
 // event sent, but for its timestamp (a retry may carry a new one). Both are
 // compared as values in storage form: an event read back from the database
 // has its object keys in the database's order and its bytes in the alphabet
 // stored there (docs/persistence.md), and is the same event all the same.
-func sameEvent(storedJSON string, sent *Event) (bool, error) {
+func isRetryOf(storedJSON string, sent *Event) (bool, error) {
 	var stored Event
 	if err := stored.UnmarshalJSON([]byte(storedJSON)); err != nil {
 		return false, fmt.Errorf("stored event: %w", err)
@@ -266,21 +241,6 @@ func (s *Service) finishApp(ctx context.Context, app, id string, pairs []cache.P
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-}
-
-// checkEvent validates the fields of an event that become columns.
-func (s *Service) checkEvent(ev *Event) error {
-	if ev.ID != "" {
-		if err := checkID("event.ID", ev.ID, MaxIDBytes); err != nil {
-			return err
-		}
-	}
-	if ev.InvocationID != "" {
-		if err := checkID("event.InvocationID", ev.InvocationID, MaxInvocationIDBytes); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // applyAppended brings the handle up to date with an acknowledged append.

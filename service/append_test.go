@@ -15,7 +15,9 @@ import (
 
 func TestSplitDelta(t *testing.T) {
 	t.Parallel()
-	s := &Service{cfg: Config{MaxStateValueBytes: 64}}
+	cfg, err := Config{RedisURL: "redis://unused", MaxStateValueBytes: 64}.withDefaults()
+	require.NoError(t, err)
+	s := &Service{cfg: cfg}
 	d, norm, err := s.splitDelta("actions.stateDelta", map[string]any{
 		"k": 1, "n": nil, "user:u": "x", "app:a": []int{1}, "temp:t": true,
 		"app:user:x": 2, "user:app:y": 3, "user:temp:z": 4, "apps:k": 5,

@@ -53,10 +53,19 @@ type Config struct {
 	// MaxCachedEvents is how many flushed events a session keeps in Redis
 	// (default 1000); older ones are read from the database.
 	MaxCachedEvents int
-	// MaxEventBytes caps the JSON size of one event (default 1 MiB).
+	// MaxEventBytes caps the JSON size of one stored event, temp: keys
+	// removed from its delta (default 1 MiB).
 	MaxEventBytes int
 	// MaxStateValueBytes caps the JSON size of one state value (default MaxEventBytes).
 	MaxStateValueBytes int
+	// MaxDeltaKeys caps the keys of one state delta: an event's
+	// Actions.StateDelta (temp: keys included) or Create's State
+	// (default 1000).
+	MaxDeltaKeys int
+	// MaxWriteBytes caps the bytes one call sends to Redis: AppendEvent's
+	// event JSON plus its temp: keys and values, Create's state keys and
+	// values (default 2 × MaxEventBytes, 2 MiB).
+	MaxWriteBytes int
 	// FlushBatchSize is the number of change-log entries the flusher writes
 	// per transaction (default 500).
 	FlushBatchSize int
@@ -74,6 +83,13 @@ type Config struct {
 	// fails with an error (it may still have been applied).
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// AllowAllKeysEviction lets Open use a Redis whose maxmemory-policy is
+	// allkeys-* with a database behind it. Such a policy may evict the keys
+	// of unflushed writes, the change logs and the indexes: acknowledged
+	// writes are then lost without an error. By default Open refuses it
+	// (ErrEvictionPolicy); set this only to accept that risk. With it Open
+	// does not read the policy at all.
+	AllowAllKeysEviction bool
 	// Logger receives the flusher's warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -104,6 +120,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxStateValueBytes <= 0 {
 		c.MaxStateValueBytes = c.MaxEventBytes
 	}
+	if c.MaxDeltaKeys <= 0 {
+		c.MaxDeltaKeys = 1000
+	}
+	if c.MaxWriteBytes <= 0 {
+		c.MaxWriteBytes = 2 * c.MaxEventBytes
+	}
 	if c.FlushBatchSize <= 0 {
 		c.FlushBatchSize = 500
 	}
@@ -111,4 +133,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.FlushInterval = 100 * time.Millisecond
 	}
 	return c, nil
+}
+
+// logger is Logger, or slog.Default().
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
 }

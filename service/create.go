@@ -29,6 +29,9 @@ type CreateResponse struct{ Session *Session }
 // ErrAlreadyExists, atomically: of two concurrent creates of one id exactly
 // one wins.
 func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: create request: nil", ErrInvalidArgument)
+	}
 	sid := req.SessionID
 	if sid == "" {
 		sid = uuid.NewString()

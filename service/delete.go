@@ -11,6 +11,9 @@ type DeleteRequest struct{ AppName, UserID, SessionID string }
 // Delete removes a session and its events (app and user state stay).
 // Deleting a missing session is not an error.
 func (s *Service) Delete(ctx context.Context, req *DeleteRequest) error {
+	if req == nil {
+		return fmt.Errorf("%w: delete request: nil", ErrInvalidArgument)
+	}
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return err
 	}

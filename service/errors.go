@@ -1,6 +1,10 @@
 package service
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/adksession/adksession/cache"
+)
 
 // Sentinel errors, matched with errors.Is. Returned errors wrap them with
 // what was wrong and with which id.
@@ -18,4 +22,13 @@ var (
 	ErrInvalidArgument = errors.New("adksession: invalid argument")
 	// ErrStateKeyNotExist: State().Get of a key the state does not have.
 	ErrStateKeyNotExist = errors.New("adksession: state key does not exist")
+	// ErrRedisFull: Redis refused a write because it reached maxmemory
+	// (Redis's OOM reply is wrapped). Nothing was written. Under a
+	// volatile-* policy Redis frees memory by itself as the flusher catches
+	// up (flushed, idle sessions become evictable); retry later.
+	ErrRedisFull = cache.ErrRedisFull
+	// ErrEvictionPolicy: Open refused a Redis whose maxmemory-policy may
+	// evict unflushed writes (allkeys-*) with a database behind it; see
+	// Config.AllowAllKeysEviction.
+	ErrEvictionPolicy = errors.New("adksession: redis eviction policy may lose unflushed writes")
 )

@@ -461,7 +461,9 @@ func epochMicros(s string) (us int64, ok bool) {
 }
 
 // parseEpoch reads float epoch seconds (API form) to the microsecond. A
-// value above 1e11 is taken as milliseconds (ADK JS's event_data).
+// value above 1e11 is taken as milliseconds (ADK JS's event_data). Values
+// whose microseconds do not fit an int64 are an error; AppendEvent refuses
+// the others outside its range.
 func parseEpoch(v json.RawMessage) (time.Time, error) {
 	s := strings.TrimSpace(string(v))
 	if s == "null" || s == "0" {
@@ -486,6 +488,11 @@ func parseEpoch(v json.RawMessage) (time.Time, error) {
 	}
 	if f.Cmp(big.NewFloat(1e11)) > 0 {
 		f.Quo(f, big.NewFloat(1000))
+	}
+	// Beyond ±9e12 s the microseconds overflow an int64 (the range of an
+	// appended event is far narrower: see MaxTimestampMicros).
+	if f.IsInf() || new(big.Float).Abs(f).Cmp(big.NewFloat(9e12)) > 0 {
+		return time.Time{}, fmt.Errorf("timestamp %.40s: out of range", s)
 	}
 	us := new(big.Float).SetPrec(128).Mul(f, big.NewFloat(1e6))
 	half := big.NewFloat(0.5)

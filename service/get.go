@@ -16,6 +16,8 @@ type GetRequest struct {
 	// NumRecentEvents > 0 keeps the newest n events (of those After lets through).
 	NumRecentEvents int
 	// After keeps events with timestamp >= After (inclusive); zero = all.
+	// A bound before 1970 keeps all, one after 2200 none (event timestamps
+	// lie between).
 	After time.Time
 	// InvocationID includes the temp: state of that running invocation.
 	InvocationID string
@@ -27,15 +29,23 @@ type GetResponse struct{ Session *Session }
 // Get returns a session with a window of its events and its full current
 // state. An unknown session, or one of another user or app, is ErrNotFound.
 func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: get request: nil", ErrInvalidArgument)
+	}
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return nil, err
+	}
+	if req.InvocationID != "" {
+		if err := checkID("InvocationID", req.InvocationID, MaxInvocationIDBytes); err != nil {
+			return nil, err
+		}
 	}
 	if req.NumRecentEvents < 0 {
 		return nil, fmt.Errorf("%w: NumRecentEvents: %d is negative", ErrInvalidArgument, req.NumRecentEvents)
 	}
 	after := int64(-1)
 	if !req.After.IsZero() {
-		after = req.After.UnixMicro()
+		after = windowBound(req.After)
 	}
 	snap, err := s.loader.Get(ctx, cache.GetArgs{
 		App: req.AppName, User: req.UserID, SID: req.SessionID,

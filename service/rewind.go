@@ -17,6 +17,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
+	"github.com/adksession/adksession/persist"
 )
 
 // RewindRequest names a session and the invocation to rewind before.
@@ -174,8 +175,8 @@ func (s *Service) rewindHistory(ctx context.Context, req *RewindRequest) (*cache
 }
 
 // rewindFromHistory computes a rewind's deltas as ADK does, by replaying
-// the events before the point, but from the create-time state (when Redis
-// still knows it) instead of an empty one.
+// the events before the point, but from the create-time state instead of an
+// empty one.
 func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, createState string) (*cache.RewindDelta, error) {
 	snap, err := s.rewindHistory(ctx, req)
 	if err != nil {
@@ -189,11 +190,9 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 	if p < 0 {
 		return nil, s.unknownInvocation(req)
 	}
-	base := map[string]json.RawMessage{}
-	if createState != "" {
-		if err := json.Unmarshal([]byte(createState), &base); err != nil {
-			return nil, fmt.Errorf("rewind session %s: create-time state: %w", req.SessionID, err)
-		}
+	base, err := s.createState(ctx, req, createState, snap.Incarnation)
+	if err != nil {
+		return nil, err
 	}
 	then := map[string]any{}
 	for k, v := range base {
@@ -262,6 +261,31 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 		}
 	}
 	return d, nil
+}
+
+// createState is the session-scoped state the session was created with:
+// Redis's copy (fromCache, "" when Redis lost it), else the database's
+// (recorded by the flusher), else none, as ADK (a session ADK wrote).
+func (s *Service) createState(ctx context.Context, req *RewindRequest, fromCache string, incarnation int64) (map[string]json.RawMessage, error) {
+	base := map[string]json.RawMessage{}
+	if fromCache != "" {
+		if err := json.Unmarshal([]byte(fromCache), &base); err != nil {
+			return nil, fmt.Errorf("rewind session %s: create-time state: %w", req.SessionID, err)
+		}
+		return base, nil
+	}
+	if s.db == nil {
+		return base, nil
+	}
+	key := persist.SessionKey{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID}
+	stored, ok, err := s.db.LoadCreateState(ctx, key, incarnation)
+	if err != nil {
+		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+	}
+	if ok {
+		base = stored
+	}
+	return base, nil
 }
 
 // isSessionKey tells whether a state key is session-scoped (no app:,

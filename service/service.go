@@ -55,14 +55,19 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.ownRDB = true
 	}
 	fail := func(err error) (*Service, error) {
+		if s.db != nil {
+			s.db.Close()
+		}
 		s.closeRedis()
 		return nil, err
 	}
 	if err := s.checkLayout(ctx, keys); err != nil {
 		return fail(err)
 	}
-	if err := cache.LoadScripts(ctx, s.rdb); err != nil {
-		return fail(fmt.Errorf("load scripts: %w", err))
+	if (cfg.DatabaseURL != "" || cfg.DB != nil) && !cfg.AllowAllKeysEviction {
+		if err := checkEviction(ctx, s.rdb, cfg.logger()); err != nil {
+			return fail(err)
+		}
 	}
 	switch {
 	case cfg.DatabaseURL != "":
@@ -75,6 +80,9 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.cache = cache.NewStore(s.rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL,
 		WaitReplicas: cfg.WaitReplicas, WaitTimeout: cfg.WaitTimeout})
+	if err := s.cache.LoadScripts(ctx); err != nil {
+		return fail(err)
+	}
 	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents})
 	if s.db != nil && !cfg.DisableFlusher {
 		s.flusher = s.NewFlusher(cfg.Logger)
@@ -110,13 +118,17 @@ func MigrateDB(ctx context.Context, db *sql.DB, dialect string) error {
 }
 
 // checkLayout records the shard count of the deployment on first use and
-// refuses a different one later: it is part of every key.
+// refuses a different one later: it is part of every key. Once recorded it
+// only reads, so Open works when Redis is full (a flusher must start then).
 func (s *Service) checkLayout(ctx context.Context, keys cache.Keys) error {
 	meta := keys.Meta()
-	if err := s.rdb.HSetNX(ctx, meta, "shards", keys.Shards()).Err(); err != nil {
-		return fmt.Errorf("connect to redis: %w", err)
-	}
 	got, err := s.rdb.HGet(ctx, meta, "shards").Result()
+	if errors.Is(err, redis.Nil) {
+		if err := s.rdb.HSetNX(ctx, meta, "shards", keys.Shards()).Err(); err != nil {
+			return fmt.Errorf("connect to redis: %w", err)
+		}
+		got, err = s.rdb.HGet(ctx, meta, "shards").Result()
+	}
 	if err != nil {
 		return fmt.Errorf("connect to redis: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/adksession/adksession/cache"
 )
@@ -16,29 +17,49 @@ const (
 )
 
 // splitDelta validates a state delta and splits it by scope, with every
-// value JSON-encoded. field names the delta in errors ("state",
+// value JSON-encoded. field names the delta in errors ("State",
 // "actions.stateDelta"). The decoded form of each value (what a later Get
 // returns) is put in normalized, keyed as in delta.
+//
+// A delta has at most Config.MaxDeltaKeys keys; keys are non-empty text
+// (checkText); each value is at most Config.MaxStateValueBytes of JSON that
+// checkJSON accepts; keys and values together are at most
+// Config.MaxWriteBytes.
 func (s *Service) splitDelta(field string, delta map[string]any) (d cache.StateDelta, normalized map[string]any, err error) {
 	if len(delta) == 0 {
 		return d, nil, nil
 	}
+	if len(delta) > s.cfg.MaxDeltaKeys {
+		return d, nil, fmt.Errorf("%w: %s: %d keys, limit %d (Config.MaxDeltaKeys)", ErrInvalidArgument, field, len(delta), s.cfg.MaxDeltaKeys)
+	}
 	normalized = make(map[string]any, len(delta))
 	var app map[string]json.RawMessage
+	total := 0
+	var sc jsonScan
 	for k, v := range delta {
 		if k == "" {
 			return d, nil, fmt.Errorf("%w: %s: empty key", ErrInvalidArgument, field)
 		}
+		if !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+			return d, nil, checkText(fmt.Sprintf("%s key %q", field, k), k)
+		}
+		at := func() string { return fmt.Sprintf("%s[%q]", field, k) }
 		b, err := json.Marshal(v)
 		if err != nil {
-			return d, nil, fmt.Errorf("%w: %s[%q]: value is not JSON-serializable: %v", ErrInvalidArgument, field, k, err)
+			return d, nil, fmt.Errorf("%w: %s: value is not JSON-serializable: %v", ErrInvalidArgument, at(), err)
 		}
 		if len(b) > s.cfg.MaxStateValueBytes {
-			return d, nil, fmt.Errorf("%w: %s[%q]: value is %d bytes, limit %d", ErrInvalidArgument, field, k, len(b), s.cfg.MaxStateValueBytes)
+			return d, nil, fmt.Errorf("%w: %s: value is %d bytes, limit %d (Config.MaxStateValueBytes)", ErrInvalidArgument, at(), len(b), s.cfg.MaxStateValueBytes)
+		}
+		if total += len(k) + len(b); total > s.cfg.MaxWriteBytes {
+			return d, nil, fmt.Errorf("%w: %s: %d+ bytes of keys and values, limit %d (Config.MaxWriteBytes)", ErrInvalidArgument, field, total, s.cfg.MaxWriteBytes)
+		}
+		if !sc.check(b, false) {
+			return d, nil, sc.err(at())
 		}
 		var norm any
 		if err := json.Unmarshal(b, &norm); err != nil {
-			return d, nil, fmt.Errorf("%w: %s[%q]: %v", ErrInvalidArgument, field, k, err)
+			return d, nil, fmt.Errorf("%w: %s: %v", ErrInvalidArgument, at(), err)
 		}
 		normalized[k] = norm
 		p := cache.Pair{Key: k, Value: string(b)}

@@ -19,6 +19,14 @@ func checkID(field, v string, max int) error {
 		return fmt.Errorf("%w: %s: empty", ErrInvalidArgument, field)
 	case len(v) > max:
 		return fmt.Errorf("%w: %s: %d bytes, limit %d", ErrInvalidArgument, field, len(v), max)
+	}
+	return checkText(field, v)
+}
+
+// checkText refuses a string Redis and the database would not hold alike:
+// invalid UTF-8 (jsonb stores U+FFFD instead) or a NUL (Postgres refuses it).
+func checkText(field, v string) error {
+	switch {
 	case !utf8.ValidString(v):
 		return fmt.Errorf("%w: %s: not valid UTF-8", ErrInvalidArgument, field)
 	case strings.IndexByte(v, 0) >= 0:

@@ -15,6 +15,7 @@ import (
 type storeFlags struct {
 	redisURL, databaseURL, namespace string
 	shards                           int
+	allowAllKeysEviction             bool
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
@@ -22,6 +23,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.databaseURL, "database", "", "database `URL` of the write-behind: postgres://... or sqlite:///abs/path.db (env DATABASE_URL)")
 	fs.StringVar(&f.namespace, "namespace", "", "prefix of every Redis key, so deployments can share one Redis (env ADKSESSION_NAMESPACE)")
 	fs.IntVar(&f.shards, "shards", 0, "hash-tag shards users are spread over; fixed for the life of the data (default 64)")
+	fs.BoolVar(&f.allowAllKeysEviction, "allow-allkeys-eviction", false, "accept a Redis maxmemory-policy allkeys-* with a database, although it may evict unflushed writes")
 }
 
 // resolve fills unset flags from the environment.
@@ -33,7 +35,8 @@ func (f *storeFlags) resolve() {
 
 // config is the service configuration the flags name.
 func (f *storeFlags) config() service.Config {
-	return service.Config{RedisURL: f.redisURL, DatabaseURL: f.databaseURL, Namespace: f.namespace, Shards: f.shards}
+	return service.Config{RedisURL: f.redisURL, DatabaseURL: f.databaseURL, Namespace: f.namespace, Shards: f.shards,
+		AllowAllKeysEviction: f.allowAllKeysEviction}
 }
 
 // listFlag is a flag that may be given several times, each time one value

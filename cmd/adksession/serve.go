@@ -145,6 +145,8 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 
 	cfg := f.store.config()
 	cfg.ConcurrentAppends, cfg.DisableFlusher, cfg.MaxEventBytes = f.concurrentAppends, f.noFlusher, f.maxEventBytes
+	// The in-process Redis never evicts and has no CONFIG to ask.
+	cfg.AllowAllKeysEviction = cfg.AllowAllKeysEviction || s.embedded != nil
 	if s.svc, err = service.Open(ctx, cfg); err != nil {
 		return nil, err
 	}

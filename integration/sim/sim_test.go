@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/adksession/adksession/service"
 )
 
@@ -23,6 +25,14 @@ var (
 	simHistory  = flag.String("sim.history", "", "directory for run histories (default $TMPDIR/adksession-sim)")
 	simKeep     = flag.Bool("sim.keep", false, "write the history of passing runs too")
 )
+
+// quiet drops go-redis's own log lines (a dial refused while a fault runs
+// is expected; the history records what matters).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quiet{}) }
 
 // mode is one flavour of run.
 type mode struct {

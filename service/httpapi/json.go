@@ -68,6 +68,9 @@ func parseEpochSeconds(name, v string) (time.Time, error) {
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
 		return time.Time{}, badRequest(fmt.Sprintf("%s: %q is not epoch seconds", name, v))
 	}
+	// 1e10 s (year 2286) is beyond every event timestamp: a larger bound
+	// means the same, and its microseconds could overflow an int64.
+	f = min(f, 1e10)
 	sec, frac := math.Modf(f)
 	return time.UnixMicro(int64(sec)*1e6 + int64(math.Round(frac*1e6))).UTC(), nil
 }

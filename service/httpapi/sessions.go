@@ -44,14 +44,20 @@ func (h *Handler) createWithID(w http.ResponseWriter, r *http.Request) error {
 
 func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, sid string, state map[string]any, events []*service.Event) error {
 	app, user := r.PathValue("app"), r.PathValue("user")
+	// Bad events are refused before anything is written.
+	for _, ev := range events {
+		if ev == nil {
+			return badRequest("events: null event")
+		}
+		if err := h.svc.ValidateEvent(ev); err != nil {
+			return err
+		}
+	}
 	resp, err := h.svc.Create(r.Context(), &service.CreateRequest{AppName: app, UserID: user, SessionID: sid, State: state})
 	if err != nil {
 		return err
 	}
 	for _, ev := range events {
-		if ev == nil {
-			return badRequest("events: null event")
-		}
 		if err := h.svc.AppendEvent(r.Context(), resp.Session, ev); err != nil {
 			return err
 		}

@@ -1,0 +1,139 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Flushed is what the flusher wrote of one session. Every write here works
+// when Redis is full (the scripts are allowed then): it is what makes memory
+// evictable again.
+type Flushed struct {
+	App, User, SID string
+	Incarnation    int64
+	// Seq is the last seq written; -1 when nothing of the session was (the
+	// database refused it: its keys keep no TTL).
+	Seq     int64
+	Deleted bool  // a flushed delete (Seq is ignored)
+	UserRev int64 // user-state revision written; -1 when none
+}
+
+// MarkFlushed records flushed sessions (one pipeline of flushed.lua calls):
+// idle, fully flushed keys get ttl (a flushed user's index with its state),
+// events beyond keep are trimmed, flushed sessions leave the app index,
+// flushed tombstones are removed.
+func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Duration, keep int) error {
+	if len(done) == 0 {
+		return nil
+	}
+	sc := s.pick(flushedScript)
+	run := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) ([]*redis.Cmd, error) {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(done))
+		for i, d := range done {
+			k := s.keys.Session(d.App, d.User, d.SID)
+			seq, urev := "", ""
+			switch {
+			case d.Deleted:
+				seq = "d"
+			case d.Seq >= 0:
+				seq = strconv.FormatInt(d.Seq, 10)
+			}
+			if d.UserRev >= 0 {
+				urev = strconv.FormatInt(d.UserRev, 10)
+			}
+			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs},
+				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID))
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+		return sc.EvalSha(ctx, p, keys, args...)
+	})
+	if err != nil && isNoScript(cmds[0].Err()) {
+		_, err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+			return sc.Eval(ctx, p, keys, args...)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("mark flushed: %w", err)
+	}
+	return nil
+}
+
+// Units of a dead letter: what the database (or the flusher) refused.
+const (
+	DeadEntry     = "entry"      // a change-log entry that cannot be read
+	DeadEvent     = "event"      // one event
+	DeadSession   = "session"    // a session's row (its state or meta)
+	DeadUserState = "user state" // a user_states row
+	DeadAppState  = "app state"  // an app_states row
+)
+
+// DeadLetter is what the database refused for good (or what could not be
+// read), kept in the shard's dead-letter list for operators.
+type DeadLetter struct {
+	Change Change // the change-log entry it came with
+	Unit   string // DeadEntry, DeadEvent, ...
+	Reason string
+	// Data is what was refused, as Redis holds it: "event" (the event
+	// JSON) and "seq" for an event, "state" and "rev" for a state.
+	Data map[string]any
+}
+
+// record is the JSON a dead letter is stored as.
+func (d DeadLetter) record(now time.Time) string {
+	m := map[string]any{}
+	maps.Copy(m, d.Data)
+	maps.Copy(m, map[string]any{"id": d.Change.ID, "fields": d.Change.Fields, "unit": d.Unit, "reason": d.Reason,
+		"time": now.UTC().Format(time.RFC3339Nano)})
+	b, err := json.Marshal(m)
+	if err != nil {
+		b, _ = json.Marshal(map[string]any{"id": d.Change.ID, "unit": d.Unit, "reason": d.Reason + " (record: " + err.Error() + ")"})
+	}
+	return string(b)
+}
+
+// Ack removes handled entries (flushed or dead-lettered) from a shard's
+// change log, after appending the dead letters to its dead-letter list, in
+// one script.
+func (s *Store) Ack(ctx context.Context, shard int, ids []string, dead []DeadLetter) error {
+	if len(ids)+len(dead) == 0 {
+		return nil
+	}
+	k := s.keys.ShardKeys(shard)
+	now := time.Now()
+	args := make([]any, 0, 1+len(dead)+len(ids))
+	args = append(args, len(dead))
+	for _, d := range dead {
+		args = append(args, d.record(now))
+	}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	if err := s.run(ctx, ackScript, []string{k.Log, k.Dead}, args...).Err(); err != nil {
+		return fmt.Errorf("acknowledge changes of shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+// MarkStateDead records in a user's state hash (an app's with user "")
+// that revision rev was dead-lettered, so that no flusher refuses it again
+// until it changes.
+func (s *Store) MarkStateDead(ctx context.Context, app, user string, rev int64) error {
+	key := s.keys.App(app).State
+	if user != "" {
+		key = s.keys.Session(app, user, "").User
+	}
+	if err := s.run(ctx, stateDeadScript, []string{key}, rev).Err(); err != nil {
+		return fmt.Errorf("mark state of %s/%s dead-lettered: %w", app, user, err)
+	}
+	return nil
+}

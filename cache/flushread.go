@@ -1,0 +1,148 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// FlushRef names a session whose changes are being flushed, and what of it.
+type FlushRef struct {
+	App, User, SID string
+	Incarnation    int64
+	MinTs, MaxTs   int64 // timestamp range of the events to read (MinTs > MaxTs: none)
+	// Create: the batch holds this incarnation's create; read its
+	// create-time state.
+	Create bool
+}
+
+// FlushRead is what the flusher reads of one session. Reading one session
+// never fails because of another: what cannot be read is reported in Err
+// and BadEvents.
+type FlushRead struct {
+	Snap *Snapshot // nil when the session is gone or re-created (another incarnation), or with Err
+	// Err: the session's meta fields cannot be read (poison written by a
+	// bug or an older version); nothing of the session can be written.
+	Err       error
+	Events    []EventRecord // the events of the ref's range that could be read
+	BadEvents []BadEvent    // the ones that could not
+	// User is the session's user state.
+	User StateRev
+	// CreateState is the create-time session state (a JSON object) when the
+	// ref asked for it and Redis holds it, else "".
+	CreateState string
+}
+
+// BadEvent is a cached event the flusher cannot read.
+type BadEvent struct {
+	Member string // as stored: "<seq>:<event JSON>"
+	Ts     int64  // its score, µs
+	Err    error
+}
+
+// ReadForFlush reads, in one pipeline, the current meta and state of each
+// session, its user state and the events in the range of each ref.
+func (s *Store) ReadForFlush(ctx context.Context, refs []FlushRef) ([]FlushRead, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	sess := make([]*redis.MapStringStringCmd, len(refs))
+	users := make([]*redis.MapStringStringCmd, len(refs))
+	evs := make([]*redis.ZSliceCmd, len(refs))
+	creates := make([]*redis.StringCmd, len(refs))
+	for i, r := range refs {
+		k := s.keys.Session(r.App, r.User, r.SID)
+		sess[i] = pipe.HGetAll(ctx, k.Session)
+		users[i] = pipe.HGetAll(ctx, k.User)
+		if r.MinTs <= r.MaxTs {
+			evs[i] = pipe.ZRangeByScoreWithScores(ctx, k.Events, &redis.ZRangeBy{
+				Min: strconv.FormatInt(r.MinTs, 10), Max: strconv.FormatInt(r.MaxTs, 10),
+			})
+		}
+		if r.Create {
+			creates[i] = pipe.HGet(ctx, k.Undo, "c")
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read sessions to flush: %w", err)
+	}
+	out := make([]FlushRead, len(refs))
+	for i, r := range refs {
+		out[i] = readForFlush(r, sess[i].Val(), users[i].Val(), evs[i], creates[i])
+	}
+	return out, nil
+}
+
+func readForFlush(r FlushRef, h, user map[string]string, evs *redis.ZSliceCmd, create *redis.StringCmd) FlushRead {
+	var out FlushRead
+	out.User, _ = stateRev(user)
+	if len(h) == 0 || h["m:del"] == "1" || h["m:inc"] != strconv.FormatInt(r.Incarnation, 10) {
+		return out
+	}
+	flatH := make([]any, 0, 2*len(h))
+	for f, v := range h {
+		flatH = append(flatH, f, v)
+	}
+	snap := &Snapshot{}
+	if err := snap.parse(flatH, user, []any{}, nil); err != nil {
+		out.Err = fmt.Errorf("session %s: %w", r.SID, err)
+		return out
+	}
+	out.Snap = snap
+	if create != nil {
+		out.CreateState = create.Val()
+	}
+	if evs == nil {
+		return out
+	}
+	for _, z := range evs.Val() {
+		member, _ := z.Member.(string)
+		rec, err := parseMember(member, strconv.FormatFloat(z.Score, 'f', -1, 64))
+		if err != nil {
+			out.BadEvents = append(out.BadEvents, BadEvent{Member: member, Ts: int64(z.Score), Err: err})
+			continue
+		}
+		out.Events = append(out.Events, rec)
+	}
+	return out
+}
+
+// StateRev is a user's or an app's state as the flusher reads it.
+type StateRev struct {
+	State map[string]string // keys without prefix -> JSON
+	Rev   int64
+	Dead  int64 // the revision already dead-lettered (-1: none)
+	OK    bool  // Redis holds the state hash
+}
+
+func stateRev(h map[string]string) (StateRev, error) {
+	st := StateRev{Dead: -1, OK: len(h) > 0}
+	if dl, err := strconv.ParseInt(h["m:dl"], 10, 64); err == nil {
+		st.Dead = dl
+	}
+	var err error
+	st.State, st.Rev, err = stateHash(h)
+	return st, err
+}
+
+// AppStateRev reads an app's state (for the flusher).
+func (s *Store) AppStateRev(ctx context.Context, app string) (StateRev, error) {
+	h, err := s.rdb.HGetAll(ctx, s.keys.App(app).State).Result()
+	if err != nil {
+		return StateRev{}, fmt.Errorf("read app state: %w", err)
+	}
+	return stateRev(h)
+}
+
+// UserStateRev reads a user's state (for the flusher).
+func (s *Store) UserStateRev(ctx context.Context, app, user string) (StateRev, error) {
+	h, err := s.rdb.HGetAll(ctx, s.keys.Session(app, user, "").User).Result()
+	if err != nil {
+		return StateRev{}, fmt.Errorf("read user state: %w", err)
+	}
+	return stateRev(h)
+}

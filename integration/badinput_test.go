@@ -1,0 +1,145 @@
+package integration_test
+
+// Bad input with the default limits, through the library and the HTTP API
+// (docs/design.md, "Bad input"): each refused call leaves the namespace
+// byte for byte as it was.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/service"
+	"github.com/adksession/adksession/service/httpapi"
+)
+
+// testBadInputDefaults: the size limits of a default Config (issue items 7).
+func testBadInputDefaults(t *testing.T, url string) {
+	e := newEnv(t, url, nil)
+	ctx := ctxT(t)
+	s := e.create("app", "u", "s", map[string]any{"a": 1})
+	before := e.dumpNamespace()
+
+	big := strings.Repeat("x", 900<<10)
+	eight := func(prefix string) map[string]any {
+		m := map[string]any{}
+		for i := range 8 {
+			m[fmt.Sprintf("%s%d", prefix, i)] = big
+		}
+		return m
+	}
+	// 8 × 900 KiB of temp: values: each under MaxStateValueBytes, the event
+	// itself tiny once they are removed.
+	err := e.svc.AppendEvent(ctx, s, &service.Event{Author: "a", InvocationID: "i", Actions: service.EventActions{StateDelta: eight("temp:")}})
+	require.ErrorIs(t, err, service.ErrInvalidArgument)
+	require.Contains(t, err.Error(), "limit 2097152 (Config.MaxWriteBytes)")
+	require.Equal(t, before, e.dumpNamespace(), "temp: values beyond MaxWriteBytes write nothing")
+
+	// 8 × 900 KiB of initial state, in each scope.
+	for _, prefix := range []string{"", "user:", "app:"} {
+		_, err = e.svc.Create(ctx, &service.CreateRequest{AppName: "app", UserID: "u", SessionID: "big", State: eight(prefix)})
+		require.ErrorIs(t, err, service.ErrInvalidArgument, prefix)
+		require.Contains(t, err.Error(), "limit 2097152 (Config.MaxWriteBytes)", prefix)
+		require.Equal(t, before, e.dumpNamespace(), "%q: initial state beyond MaxWriteBytes writes nothing", prefix)
+	}
+
+	// Up to the limits is fine: 2 temp: values of 900 KiB, 1000 keys.
+	two := map[string]any{"temp:a": big, "temp:b": big}
+	e.append(s, &service.Event{Author: "a", InvocationID: "i", Actions: service.EventActions{StateDelta: two}})
+	got := e.getInvSession(e.svc, "i")
+	require.Equal(t, big, stateOf(got)["temp:b"])
+	keys := map[string]any{}
+	for i := range 1000 {
+		keys[fmt.Sprintf("k%d", i)] = i
+	}
+	e.create("app", "u", "many", keys)
+	require.Len(t, stateOf(e.getS("app", "u", "many")), 1000)
+}
+
+// testWindowBounds: Get's After outside the timestamp range is clamped.
+func testWindowBounds(t *testing.T, url string) {
+	e := newEnv(t, url, nil)
+	s := e.create("app", "u", "s", nil)
+	e.append(s, &service.Event{Author: "a", Timestamp: time.Date(2199, 12, 31, 23, 59, 59, 999998000, time.UTC)})
+	e.append(s, &service.Event{Author: "b"}) // moved to 1µs later: the last µs of the range
+	last := time.UnixMicro(service.MaxTimestampMicros - 1).UTC()
+	require.Equal(t, last, eventsOf(s)[1].Timestamp)
+	for _, c := range []struct {
+		after time.Time
+		n     int
+	}{
+		{time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), 2},
+		{time.Date(-20000, 1, 1, 0, 0, 0, 0, time.UTC), 2},
+		{last, 1},
+		{time.UnixMicro(service.MaxTimestampMicros), 0},
+		{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), 0},
+		{time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), 0},
+	} {
+		got := e.get(&service.GetRequest{AppName: "app", UserID: "u", SessionID: "s", After: c.after})
+		require.Equal(t, c.n, got.Events().Len(), "after %s", c.after)
+	}
+}
+
+// testBadInputHTTP: the same rules through the HTTP API; a create with a
+// bad event creates nothing.
+func testBadInputHTTP(t *testing.T, redisURL string) {
+	e := newEnv(t, redisURL, nil)
+	srv := httptest.NewServer(httpapi.New(e.svc, httpapi.Options{}))
+	t.Cleanup(srv.Close)
+	do := func(method, path, body string) (int, string) {
+		req, err := http.NewRequestWithContext(ctxT(t), method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	const sess = "/apps/app/users/u/sessions/s"
+	code, body := do("POST", sess, `{"a":1}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = do("POST", sess+"/events", `{"author":"a","invocationId":"i1"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	before := e.dumpNamespace()
+
+	for _, c := range []struct{ name, method, path, body, want string }{
+		{"timestamp 1e20", "POST", sess + "/events", `{"author":"a","timestamp":1e20}`, "out of range"},
+		{"timestamp year 5000", "POST", sess + "/events", `{"author":"a","timestamp":95617584000}`, "event.Timestamp: 5000-01-01T00:00:00Z is outside"},
+		{"timestamp 9999 in ms", "POST", sess + "/events", `{"author":"a","timestamp":253402214399000}`, "event.Timestamp: 9999-12-30T23:59:59Z is outside"},
+		{"timestamp negative", "POST", sess + "/events", `{"author":"a","timestamp":-1.5}`, "event.Timestamp"},
+		{"NUL in user: value", "PATCH", sess, `{"stateDelta":{"user:x":"a\u0000b"}}`, `actions.stateDelta[\"user:x\"]: contains NUL`},
+		{"invalid UTF-8 content", "POST", sess + "/events", "{\"author\":\"a\",\"content\":{\"parts\":[{\"text\":\"caf\xe9\"}]}}", "not valid UTF-8"},
+		{"invalid UTF-8 state", "PATCH", sess, "{\"stateDelta\":{\"k\":\"\xff\"}}", "not valid UTF-8"},
+		{"surrogate content", "POST", sess + "/events", `{"author":"a","content":{"parts":[{"text":"\ud800"}]}}`, "event.content.parts[0].text: unpaired UTF-16 surrogate"},
+		{"NUL function response", "POST", sess + "/events", `{"author":"a","content":{"parts":[{"functionResponse":{"response":{"r":"\u0000"}}}]}}`, "event.content.parts[0].functionResponse.response.r: contains NUL"},
+		{"NUL author", "POST", sess + "/events", `{"author":"\u0000"}`, "event.author: contains NUL"},
+		{"NUL in create state", "POST", "/apps/app/users/u/sessions", `{"sessionId":"n","state":{"k":["\u0000"]}}`, `State[\"k\"][0]: contains NUL`},
+		{"bad event in a create", "POST", "/apps/app/users/u/sessions", `{"sessionId":"n","events":[{"author":"a"},{"author":"b","content":{"t":"\u0000"}}]}`, "event.content.t: contains NUL"},
+		{"NUL invocation in get", "GET", sess + "?invocationId=%00", "", "InvocationID: contains NUL"},
+	} {
+		code, body := do(c.method, c.path, c.body)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", c.name, body)
+		require.Contains(t, body, c.want, c.name)
+		require.Equal(t, before, e.dumpNamespace(), "%s: bad input writes nothing", c.name)
+	}
+
+	// afterTimestamp beyond the range: no event (not all of them).
+	for after, n := range map[string]int{"1e20": 0, "9e15": 0, "0.000001": 1} {
+		code, body := do("GET", sess+"?afterTimestamp="+url.QueryEscape(after), "")
+		require.Equal(t, http.StatusOK, code, body)
+		var got struct{ Events []json.RawMessage }
+		require.NoError(t, json.NewDecoder(bytes.NewBufferString(body)).Decode(&got))
+		require.Len(t, got.Events, n, "afterTimestamp=%s", after)
+	}
+}

@@ -1,0 +1,116 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/persist"
+)
+
+// preparedEvent is an event AppendEvent may send: everything checked.
+type preparedEvent struct {
+	stored     *Event // a copy of the caller's event with id and timestamp set, temp: keys removed
+	blob       []byte // stored, in API form
+	delta      cache.StateDelta
+	normalized map[string]any // the delta's values as a Get returns them
+}
+
+// ValidateEvent tells whether AppendEvent would refuse ev as bad input (an
+// error wrapping ErrInvalidArgument), whatever the session; it writes
+// nothing and leaves ev as it is. A Partial event is never refused.
+func (s *Service) ValidateEvent(ev *Event) error {
+	if ev == nil {
+		return fmt.Errorf("%w: event: nil", ErrInvalidArgument)
+	}
+	if ev.Partial {
+		return nil
+	}
+	_, err := s.prepareEvent(ev)
+	return err
+}
+
+// prepareEvent checks ev and builds what AppendEvent sends, on a copy:
+// bad input leaves ev as it was. See docs/design.md, "Bad input".
+func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
+	if ev.ID != "" {
+		if err := checkID("event.ID", ev.ID, MaxIDBytes); err != nil {
+			return nil, err
+		}
+	}
+	if ev.InvocationID != "" {
+		if err := checkID("event.InvocationID", ev.InvocationID, MaxInvocationIDBytes); err != nil {
+			return nil, err
+		}
+	}
+	if !ev.Timestamp.IsZero() {
+		if err := checkTimestamp("event.Timestamp", ev.Timestamp); err != nil {
+			return nil, err
+		}
+	}
+	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)
+	if err != nil {
+		return nil, err
+	}
+	stored := ev.Clone()
+	if stored.ID == "" {
+		stored.ID = uuid.NewString()
+	}
+	if stored.Timestamp.IsZero() {
+		stored.Timestamp = time.Now()
+	}
+	stored.Timestamp = stored.Timestamp.Truncate(time.Microsecond).UTC()
+	for k := range stored.Actions.StateDelta {
+		if strings.HasPrefix(k, TempPrefix) {
+			delete(stored.Actions.StateDelta, k)
+		}
+	}
+	blob, err := json.Marshal(stored)
+	if err != nil {
+		return nil, fmt.Errorf("%w: event: %v", ErrInvalidArgument, err)
+	}
+	if len(blob) > s.cfg.MaxEventBytes {
+		return nil, fmt.Errorf("%w: event: %d bytes of JSON, limit %d (Config.MaxEventBytes)", ErrInvalidArgument, len(blob), s.cfg.MaxEventBytes)
+	}
+	total := len(blob)
+	for _, p := range delta.Temp {
+		total += len(p.Key) + len(p.Value)
+	}
+	if total > s.cfg.MaxWriteBytes {
+		return nil, fmt.Errorf("%w: event: %d bytes of JSON and temp: state, limit %d (Config.MaxWriteBytes)", ErrInvalidArgument, total, s.cfg.MaxWriteBytes)
+	}
+	var sc jsonScan
+	if !sc.check(blob, true) {
+		return nil, sc.err("event")
+	}
+	if path, ok := persist.CheckAPIKeys(blob); !ok {
+		return nil, fmt.Errorf("%w: event%s: a key the database would give back as another: keys of ADK's models "+
+			"are their camelCase API names (the database holds ADK's snake_case storage form)", ErrInvalidArgument, path)
+	}
+	return &preparedEvent{stored: stored, blob: blob, delta: delta, normalized: normalized}, nil
+}
+
+// rawEventJSON tells which values of an event's API form are raw JSON the
+// caller gave (Content, the json.RawMessage fields and maps, Extra), not
+// encoded by encoding/json from Go values.
+func rawEventJSON(path [][]byte) bool {
+	switch len(path) {
+	case 1:
+		k := string(path[0])
+		return k == "content" || !eventKeys[k]
+	case 2:
+		if string(path[0]) != "actions" {
+			return false
+		}
+		k := string(path[1])
+		return k == "agentState" || k == "compaction" || !actionKeys[k]
+	case 3:
+		k := string(path[1])
+		return string(path[0]) == "actions" && (k == "requestedAuthConfigs" || k == "requestedToolConfirmations")
+	}
+	return false
+}
