@@ -211,6 +211,7 @@ func (c *client) run(rounds <-chan int, arrive chan<- int, steps int) {
 			o := c.gen.next()
 			c.exec(o)
 		}
+		c.heal()
 		c.settleAll(true)
 		arrive <- c.id
 	}
@@ -507,6 +508,7 @@ func (c *client) settle(p *pending) bool {
 		resp, err := d.e.svcs[o.Svc].Create(ctx, &service.CreateRequest{AppName: k.App, UserID: k.User, SessionID: k.SID, State: o.State})
 		switch {
 		case isFault(err):
+			c.log("still failing: %v", err)
 			return false
 		case err == nil:
 			c.adoptCreate(o, c.slotOf(k), resp.Session, p.since, false)
@@ -514,6 +516,7 @@ func (c *client) settle(p *pending) bool {
 			// The first attempt created it; its app: step may be done by the flusher only.
 			got, err := d.e.svcs[o.Svc].Get(ctx, &service.GetRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
 			if isFault(err) {
+				c.log("still failing: %v", err)
 				return false
 			}
 			if err != nil {
@@ -528,6 +531,7 @@ func (c *client) settle(p *pending) bool {
 	case opDelete:
 		err := d.e.svcs[o.Svc].Delete(ctx, &service.DeleteRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
 		if isFault(err) {
+			c.log("still failing: %v", err)
 			return false
 		}
 		if err != nil {
@@ -538,6 +542,7 @@ func (c *client) settle(p *pending) bool {
 		return true
 	case opEndInv:
 		if err := d.e.svcs[o.Svc].EndInvocation(ctx, p.h.s, p.inv); isFault(err) {
+			c.log("still failing: %v", err)
 			return false
 		} else if err != nil {
 			c.failf(o, "settle end-invocation: %v", err)
@@ -562,6 +567,7 @@ func (c *client) readAll(o *op, k sessKey) (*service.Session, bool) {
 	resp, err := c.d.e.svcs[o.Svc].Get(ctx, &service.GetRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
 	switch {
 	case isFault(err):
+		c.log("still failing: %v", err)
 		return nil, false
 	case errors.Is(err, service.ErrNotFound) && c.d.m.session(k) == nil:
 		c.log("settled: no such session")
@@ -603,6 +609,14 @@ func (c *client) slotOf(k sessKey) *slot {
 		}
 	}
 	panic("no slot for " + k.String())
+}
+
+// heal asks the main goroutine to end the faults that last (Postgres down),
+// so that what is unsettled can be settled.
+func (c *client) heal() {
+	req := &faultReq{op: &op{Kind: opPgStart, Client: c.id}, done: make(chan error, 1)}
+	c.d.faults <- req
+	<-req.done
 }
 
 // ---------------------------------------------------------------------------

@@ -264,23 +264,33 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 // checkTs checks a stored timestamp against the contract: the time asked
 // for, moved to the previous event + 1 µs when not after it; the append's
 // own time when none was asked for. Shared sessions: other clients' events
-// may come in between, so only "not before what was asked" holds.
+// come in between (the checkpoint checks the order), so only "not before
+// what was asked" holds.
 func checkTs(s *mSession, sent *service.Event, ts int64, before, after time.Time, shared bool) string {
+	asked := sent.Timestamp.UnixMicro()
+	if sent.Timestamp.IsZero() {
+		asked = before.Add(-time.Second).UnixMicro()
+	}
+	if shared {
+		if ts < asked {
+			return fmt.Sprintf("stored at %d, before the time asked for (%d)", ts, asked)
+		}
+		return ""
+	}
 	last := s.lastTs()
-	if len(s.Events) > 0 && ts <= last && !shared {
+	if len(s.Events) > 0 && ts <= last {
 		return fmt.Sprintf("stored at %d, not after the previous event (%d)", ts, last)
 	}
 	if !sent.Timestamp.IsZero() {
-		want := s.storedTs(sent.Timestamp.UnixMicro())
-		if shared && ts >= want || ts == want {
-			return ""
+		if want := s.storedTs(asked); ts != want {
+			return fmt.Sprintf("stored at %d, asked %d, want %d", ts, asked, want)
 		}
-		return fmt.Sprintf("stored at %d, asked %d, want %d", ts, sent.Timestamp.UnixMicro(), want)
-	}
-	if len(s.Events) > 0 && ts == last+1 || shared && ts > before.UnixMicro() {
 		return ""
 	}
-	if ts < before.Add(-time.Second).UnixMicro() || ts > after.Add(time.Second).UnixMicro() {
+	if len(s.Events) > 0 && ts == last+1 {
+		return ""
+	}
+	if ts < asked || ts > after.Add(time.Second).UnixMicro() {
 		return fmt.Sprintf("stamped %v, outside the call (%v .. %v)", time.UnixMicro(ts).UTC(), before, after)
 	}
 	return ""
