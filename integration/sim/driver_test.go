@@ -290,6 +290,7 @@ func (c *client) create(o *op) {
 	k := sl.key
 	exists := d.m.session(k) != nil
 	d.m.sent(k, o.State)
+	d.markCreated(k) // before the call: another client's list may see it before the answer comes
 	ctx, cancel := opCtx()
 	defer cancel()
 	before := time.Now()
@@ -323,7 +324,6 @@ func (c *client) adoptCreate(o *op, sl *slot, s *service.Session, before time.Ti
 		d.m.appMayLag(k.App, app)
 	}
 	d.m.created(k, inc, o.State)
-	d.markCreated(k)
 	sl.addHandle(&handle{s: s, inc: inc})
 	c.log("created, incarnation %d", inc)
 	if s.Events().Len() != 0 {
