@@ -474,4 +474,3 @@ func soakChart(samples []sample, maxmemory string) string {
 		{Title: "Goroutines", Unit: "count", Series: []series{{"goroutines", t, gor}}},
 	})
 }
-
