@@ -723,14 +723,18 @@ func (d *driver) evict(ctx context.Context, o *op) error {
 	return nil
 }
 
-// keyOwners maps the session and temp hash keys of every session to it.
+// keyOwners maps the keys of every session to it. Losing any of them may
+// lose the session's temp state: the temp hash itself carries a TTL, and a
+// session read back after a partial eviction no longer names the invocation
+// that owns it (hydrate.lua writes the session hash anew).
 func (d *driver) keyOwners() map[string]sessKey {
 	out := map[string]sessKey{}
 	for _, c := range d.clients {
 		for _, sl := range append(append([]*slot(nil), c.slots...), c.shared...) {
 			sk := d.e.keys.Session(sl.key.App, sl.key.User, sl.key.SID)
-			out[sk.Session] = sl.key
-			out[sk.Temp] = sl.key
+			for _, key := range []string{sk.Session, sk.Temp, sk.Events, sk.EventIDs, sk.Undo} {
+				out[key] = sl.key
+			}
 		}
 	}
 	return out

@@ -319,12 +319,18 @@ func (e *env) flushAll(ctx context.Context) error {
 	}
 }
 
-// waitRedis waits until Redis answers (after a restart or failover).
+// waitRedis waits until Redis answers every service (after a restart or
+// failover, go-redis's dial breaker may refuse for a second more).
 func (e *env) waitRedis(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		err := e.rdb.Ping(ctx).Err()
+		for _, s := range e.svcs {
+			if err == nil {
+				_, err = s.Backlog(ctx) // Redis only: each service's own pool answers again
+			}
+		}
 		cancel()
 		if err == nil {
 			return nil
