@@ -361,7 +361,7 @@ func (d *driver) checkLists(ctx context.Context, rng *rand.Rand) []string {
 				}
 			}
 			for _, df := range c.checkList(app, user, listed) {
-				diffs = append(diffs, fmt.Sprintf("list %q %q: %s", app, user, df))
+				diffs = append(diffs, fmt.Sprintf("list %q %q: %s (listed: %s)", app, user, df, listedString(listed)))
 			}
 			if user == "" {
 				continue

@@ -585,7 +585,14 @@ func (c *client) newEvents(o *op, k sessKey, got *service.Session) ([]*service.E
 	s := c.d.m.session(k)
 	evs := eventsOf(got)
 	if len(evs) < len(s.Events) {
-		c.failf(o, "settle: %d events stored, %d acknowledged", len(evs), len(s.Events))
+		var got, want []string
+		for _, e := range evs {
+			got = append(got, fmt.Sprintf("%s@%d", e.ID, e.Timestamp.UnixMicro()))
+		}
+		for _, e := range s.Events {
+			want = append(want, fmt.Sprintf("%s@%d", e.ID, e.Ts))
+		}
+		c.failf(o, "settle: %d events stored %q, %d acknowledged %q", len(evs), got, len(s.Events), want)
 		return nil, false
 	}
 	for i, w := range s.Events {

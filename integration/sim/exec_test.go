@@ -606,10 +606,18 @@ func (c *client) list(o *op) {
 		}
 	}
 	if diffs := c.checkList(app, user, listed); len(diffs) > 0 {
-		c.failf(o, "list %q %q: %s", app, user, strings.Join(diffs, "; "))
+		c.failf(o, "list %q %q: %s; listed: %s", app, user, strings.Join(diffs, "; "), listedString(listed))
 		return
 	}
 	c.log("listed %d sessions", len(listed))
+}
+
+func listedString(listed []*service.Session) string {
+	var parts []string
+	for _, s := range listed {
+		parts = append(parts, fmt.Sprintf("%q/%q@%d", s.UserID(), s.ID(), s.LastUpdateTime().UnixMicro()))
+	}
+	return strings.Join(parts, " ")
 }
 
 // checkList: this client's sessions are listed exactly (present iff live,
