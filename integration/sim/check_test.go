@@ -309,6 +309,7 @@ func (d *driver) checkSessions(ctx context.Context, rng *rand.Rand) []string {
 		}
 		for _, df := range checkEvents(s.Events, resp.Session, 0, -1) {
 			diffs = append(diffs, fmt.Sprintf("%v: %s", k, df))
+			d.dump(k)
 		}
 		for _, df := range d.m.stateDiff(k, stateOf(resp.Session), -1, true, "") {
 			diffs = append(diffs, fmt.Sprintf("%v: %s", k, df))

@@ -8,6 +8,7 @@ package sim
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -394,6 +395,7 @@ func (c *client) fetch(o *op, sl *slot, n, afterMode, tempMode int) *handle {
 		diffs = append(diffs, fmt.Sprintf("LastUpdateTime %d, want %d", lu, s.updateTime()))
 	}
 	if len(diffs) > 0 {
+		d.dump(k)
 		c.failf(o, "get (n=%d after=%d inv=%q): %s", n, after, req.InvocationID, strings.Join(diffs, "; "))
 		return nil
 	}
@@ -592,6 +594,7 @@ func (c *client) newEvents(o *op, k sessKey, got *service.Session) ([]*service.E
 		for _, e := range s.Events {
 			want = append(want, fmt.Sprintf("%s@%d", e.ID, e.Ts))
 		}
+		c.d.dump(k)
 		c.failf(o, "settle: %d events stored %q, %d acknowledged %q", len(evs), got, len(s.Events), want)
 		return nil, false
 	}
@@ -746,3 +749,45 @@ func (d *driver) keyOwners() map[string]sessKey {
 	}
 	return out
 }
+
+// dump writes what Redis and Postgres hold of session k into the history,
+// for a failure's post-mortem.
+func (d *driver) dump(k sessKey) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sk := d.e.keys.Session(k.App, k.User, k.SID)
+	meta, err := d.e.rdb.HGetAll(ctx, sk.Session).Result()
+	var m []string
+	for f, v := range meta {
+		if strings.HasPrefix(f, "m:") {
+			m = append(m, f+"="+v)
+		}
+	}
+	sort.Strings(m)
+	d.hist.add("  dump %v: redis meta %v (%v)", k, m, err)
+	evs, err := d.e.rdb.ZRangeWithScores(ctx, sk.Events, 0, -1).Result()
+	var seqs []string
+	for _, z := range evs {
+		member, _ := z.Member.(string)
+		seq, _, _ := strings.Cut(member, ":")
+		seqs = append(seqs, fmt.Sprintf("%s@%.0f", seq, z.Score))
+	}
+	d.hist.add("  dump %v: redis events (seq@ts) %v (%v)", k, seqs, err)
+	var inc, rev int64
+	var deleted bool
+	err = d.e.db.QueryRowContext(ctx, `SELECT incarnation, rev, deleted FROM adksession_sessions WHERE app_name = $1 AND user_id = $2 AND session_id = $3`,
+		k.App, k.User, k.SID).Scan(&inc, &rev, &deleted)
+	d.hist.add("  dump %v: db bookkeeping incarnation %d rev %d deleted %v (%v)", k, inc, rev, deleted, err)
+	var rows []string
+	err = queryRows(ctx, d.e.db, fmt.Sprintf(`SELECT id, %s FROM events WHERE app_name = '%s' AND user_id = '%s' AND session_id = '%s' ORDER BY "timestamp"`,
+		usExpr(`"timestamp"`), sqlQuote(k.App), sqlQuote(k.User), sqlQuote(k.SID)), func(r *sql.Rows) error {
+		var id string
+		var us int64
+		err := r.Scan(&id, &us)
+		rows = append(rows, fmt.Sprintf("%s@%d", id, us))
+		return err
+	})
+	d.hist.add("  dump %v: db events %v (%v)", k, rows, err)
+}
+
+func sqlQuote(s string) string { return strings.ReplaceAll(s, "'", "''") }
