@@ -380,6 +380,15 @@ func (m *Model) endInvocation(k sessKey, inv string) {
 	}
 }
 
+// firstEventBeforeCreate tells whether k's first event is stamped before
+// the session was created (its update time went back when it was appended).
+func (m *Model) firstEventBeforeCreate(k sessKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	return s != nil && len(s.Events) > 0 && s.Events[0].Ts < s.Inc
+}
+
 // session returns a snapshot of a live session (nil when absent): its own
 // events slice, maps shared (only the session's client changes them).
 func (m *Model) session(k sessKey) *mSession {
