@@ -36,7 +36,7 @@ type KeySpec struct {
 var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:s:<app>:<user>:<sid>", "hash", "none while unflushed; CacheTTL once flushed and idle",
 		"create.lua, append.lua, delete.lua (tombstone), end_invocation.lua, flusher",
-		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del, s:<key> = session state (JSON)"},
+		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del m:cid, s:<key> = session state (JSON)"},
 	{"<ns>adk:{<shard>}:e:<app>:<user>:<sid>", "zset", "as the session hash",
 		"append.lua; flusher trims to MaxCachedEvents", "get.lua: score = timestamp µs, member = \"<seq>:<event JSON, API form>\""},
 	{"<ns>adk:{<shard>}:t:<app>:<user>:<sid>", "hash", "TempTTL (default 1h)",

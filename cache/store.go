@@ -94,7 +94,11 @@ func boolArg(b bool) string {
 type CreateArgs struct {
 	App, User, SID string
 	CreateTime     int64 // µs; also the incarnation of the id
-	Delta          StateDelta
+	// Token names this create call: if Redis runs the script twice (the
+	// client sent it again after losing the reply), the second run finds the
+	// session the first created and answers that it was created.
+	Token string
+	Delta StateDelta
 }
 
 // Create creates a session. It returns ErrExists when the id is taken and
@@ -103,7 +107,7 @@ type CreateArgs struct {
 // CreateChangeID).
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
+	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()

@@ -53,7 +53,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return nil, err
 	}
 	now := time.Now().Truncate(time.Microsecond)
-	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Delta: delta}
+	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Token: uuid.NewString(), Delta: delta}
 	err = s.cache.Create(ctx, args)
 	for attempt := 0; attempt < 2 && s.db != nil && isRecoverable(err); attempt++ {
 		if err = s.loader.Recover(ctx, req.AppName, req.UserID, sid, err); err == nil {

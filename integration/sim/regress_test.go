@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -122,5 +123,80 @@ func TestRetryAfterCacheLoss(t *testing.T) {
 				require.Equal(t, 1, n, "e1 stored once")
 			})
 		}
+	}
+}
+
+// TestLostReplies: a write whose reply is lost on the network is sent again
+// by go-redis (it retries after io.EOF), so Redis runs the script twice; the
+// caller must get the answer of the first run. Found by the simulation (a
+// Redis killed in the middle of a create answered ErrAlreadyExists for the
+// session the call had just created). A proxy drops one reply.
+func TestLostReplies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, s *small, p *dropProxy)
+	}{
+		{"create", func(t *testing.T, s *small, p *dropProxy) {
+			ctx := context.Background()
+			p.arm("lost-create")
+			resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "lost-create",
+				State: map[string]any{"k": 1, "app:created": true}})
+			require.NoError(t, err, "the create ran once, and once more")
+			require.Equal(t, 1, p.droppedReplies())
+			got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "lost-create"})
+			require.NoError(t, err)
+			require.Equal(t, map[string]any{"k": float64(1), "app:created": true}, stateOf(got.Session))
+			require.Equal(t, resp.Session.LastUpdateTime(), got.Session.LastUpdateTime(), "one incarnation")
+			_, err = s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "lost-create"})
+			require.ErrorIs(t, err, service.ErrAlreadyExists, "another create of the id")
+		}},
+		{"rewind", func(t *testing.T, s *small, p *dropProxy) {
+			ctx := context.Background()
+			resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s", State: map[string]any{"k": 0}})
+			require.NoError(t, err)
+			for i := range 2 {
+				require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, &service.Event{InvocationID: fmt.Sprint("inv-lost-", i),
+					Author: "user", Actions: service.EventActions{StateDelta: map[string]any{"k": i + 1}}}))
+			}
+			p.arm("inv-lost-1")
+			ev, err := s.svc.Rewind(ctx, &service.RewindRequest{AppName: "a", UserID: "u", SessionID: "s", BeforeInvocationID: "inv-lost-1"})
+			require.NoError(t, err)
+			require.Equal(t, 1, p.droppedReplies())
+			got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+			require.NoError(t, err, "the session reads back")
+			var ids []string
+			for e := range got.Session.Events().All() {
+				ids = append(ids, e.ID)
+			}
+			require.Len(t, ids, 3, "one rewind event: %q", ids)
+			require.Equal(t, ev.ID, ids[2])
+			require.Equal(t, float64(1), stateOf(got.Session)["k"])
+		}},
+		{"append with an app delta", func(t *testing.T, s *small, p *dropProxy) {
+			ctx := context.Background()
+			resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+			require.NoError(t, err)
+			p.arm("lost-append")
+			ev := &service.Event{InvocationID: "i", Author: "user", Content: json.RawMessage(`{"parts":[{"text":"lost-append"}]}`),
+				Actions: service.EventActions{StateDelta: map[string]any{"app:seen": "yes", "user:seen": "yes", "k": "yes"}}}
+			require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, ev), "acknowledged")
+			require.Equal(t, 1, p.droppedReplies())
+			got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+			require.NoError(t, err)
+			require.Equal(t, 1, got.Session.Events().Len())
+			require.Equal(t, map[string]any{"app:seen": "yes", "user:seen": "yes", "k": "yes"}, stateOf(got.Session),
+				"every key of the acknowledged event, app: keys included")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u, err := url.Parse(testenv.RedisURL(t))
+			require.NoError(t, err)
+			p := startDropProxy(t, u.Host)
+			// No database: nothing but the caller applies an event's app: keys.
+			s := newSmall(t, func(c *service.Config) { c.RedisURL, c.DatabaseURL = p.URL(), "" })
+			tc.run(t, s, p)
+		})
 	}
 }
