@@ -259,6 +259,9 @@ func (c *client) exec(o *op) {
 		d.faults <- req
 		next := c.gen.next()
 		for next.Kind.fault() {
+			if next.Kind == opPgStart { // a fault that ends another one still runs
+				c.exec(next)
+			}
 			next = c.gen.next()
 		}
 		c.exec(next)
@@ -649,6 +652,7 @@ func (d *driver) serveFault(r *faultReq) {
 	case opEvict:
 		err = d.evict(ctx, o)
 	case opFlushAll:
+		d.pgStart() // FLUSHALL only after a complete flush
 		if err = e.flush(ctx); err == nil {
 			err = e.flushAll(ctx)
 		}
