@@ -215,7 +215,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		return // deleted or re-created since: later entries carry it
 	}
 	up := SessionUpsert{
-		Key: g.key, Incarnation: ref.Incarnation, Rev: r.Snap.Rev,
+		Key: g.key, Incarnation: ref.Incarnation,
 		State:      rawState(r.Snap.State),
 		CreateTime: time.UnixMicro(r.Snap.CreateTime).UTC(), UpdateTime: time.UnixMicro(r.Snap.UpdateTime).UTC(),
 	}
@@ -249,6 +249,11 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of session %s: %v", ref.SID, e.Err),
 			map[string]any{"member": e.Member})
 	}
+	// The row's revision is the last event the database holds after this
+	// batch, not the one Redis had when the session was read (appends may
+	// have come since, their entries in a later batch): readers number the
+	// database's events back from it.
+	up.Rev = seq
 	sb.written[g.key] = len(up.Events)
 	sb.batch.Sessions = append(sb.batch.Sessions, up)
 	userRev := int64(-1)

@@ -200,3 +200,41 @@ func TestLostReplies(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowWhileFlushing: a Get reaching past the cached tail while the
+// flusher is halfway through a session's backlog returns every event.
+// Found by the simulation (a full read returned events 1-3 and 5-10 of 10):
+// a batch wrote the session row with the revision Redis had when it read
+// the session (10) but only the events of its own entries (up to 4), and the
+// window query counts sequence numbers back from that revision.
+func TestWindowWhileFlushing(t *testing.T) {
+	t.Parallel()
+	s := newSmall(t, func(c *service.Config) { c.DisableFlusher, c.MaxCachedEvents, c.FlushBatchSize = true, 2, 3 })
+	ctx := context.Background()
+	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	var ids []string
+	for i := range 10 {
+		ev := &service.Event{InvocationID: "i", Author: "user", Content: json.RawMessage(fmt.Sprintf(`{"parts":[{"text":"%d"}]}`, i))}
+		require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, ev))
+		ids = append(ids, ev.ID)
+	}
+	f := s.svc.NewFlusher(nil)
+	n, err := f.RunOnce(ctx) // one batch of 3 entries: the create and 2 events; the session keeps 2 cached events beyond them
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for _, w := range []struct{ n int }{{0}, {9}, {4}} {
+		got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s", NumRecentEvents: w.n})
+		require.NoError(t, err)
+		var gotIDs []string
+		for e := range got.Session.Events().All() {
+			gotIDs = append(gotIDs, e.ID)
+		}
+		want := ids
+		if w.n > 0 {
+			want = ids[len(ids)-w.n:]
+		}
+		require.Equal(t, want, gotIDs, "NumRecentEvents %d", w.n)
+	}
+	require.NoError(t, f.Stop(ctx))
+}
