@@ -182,9 +182,11 @@ type AppendResult struct {
 
 // DuplicateEventError is Append's answer when the session already holds an
 // event with the event's id: nothing was written. Stored is that event,
-// or nil when Redis no longer caches it (it is in the database).
+// or nil when Redis no longer caches it (it is in the database). Flushed:
+// the database has the event too.
 type DuplicateEventError struct {
-	Stored *EventRecord
+	Stored  *EventRecord
+	Flushed bool
 }
 
 func (e *DuplicateEventError) Error() string {
@@ -239,12 +241,12 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	switch code {
 	case codeDuplicate:
 		dup := &DuplicateEventError{}
-		if len(v) == 3 {
+		if len(v) == 4 {
 			rec, err := parseMember(v[1].(string), v[2].(string))
 			if err != nil {
 				return nil, fmt.Errorf("append script: stored event: %w", err)
 			}
-			dup.Stored = &rec
+			dup.Stored, dup.Flushed = &rec, v[3].(int64) == 1
 		}
 		return nil, dup
 	case codeCheckID:

@@ -36,6 +36,7 @@ func runTrustScripts(t *testing.T, url string) {
 	t.Run("ManyKeys", func(t *testing.T) { t.Parallel(); testManyKeys(t, url) })
 	t.Run("BadScriptArguments", func(t *testing.T) { t.Parallel(); testBadScriptArguments(t, url) })
 	t.Run("EventIDRetry", func(t *testing.T) { t.Parallel(); testEventIDRetry(t, url) })
+	t.Run("EventIDRetryFinishesAppStep", func(t *testing.T) { t.Parallel(); testEventIDRetryFinishesAppStep(t, url) })
 	t.Run("EventIDFromDatabase", func(t *testing.T) { t.Parallel(); testEventIDFromDatabase(t, url) })
 	t.Run("EventIDAcrossSessions", func(t *testing.T) { t.Parallel(); testEventIDAcrossSessions(t, url) })
 	t.Run("HandleOfDeletedIncarnation", func(t *testing.T) { t.Parallel(); testHandleOfDeletedIncarnation(t, url) })
@@ -287,6 +288,33 @@ func testEventIDRetry(t *testing.T, url string) {
 		dead += int(n)
 	}
 	require.Zero(t, dead)
+}
+
+// testEventIDRetryFinishesAppStep: a writer that stored an event and died
+// (or timed out) before its app: step leaves the event without its app:
+// keys; the caller's retry of the same event is answered with the stored
+// event and does the app: step (once), with no database to repair it.
+func testEventIDRetryFinishesAppStep(t *testing.T, url string) {
+	e := newWB(t, url, "", nil)
+	ctx := wbCtx(t)
+	sess := e.create(e.svc, "app", "u", "s", nil)
+	ev := &service.Event{ID: "ev-1", InvocationID: "inv", Author: "model",
+		Actions: service.EventActions{StateDelta: map[string]any{"n": 1, "app:a": "from ev-1"}}}
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, ev.Clone()))
+	// Undo the app: step, as if the writer had died between its two scripts.
+	app := e.keys.App("app")
+	require.NoError(t, e.rdb.HDel(ctx, app.State, "s:a").Err())
+	require.NoError(t, e.rdb.Del(ctx, app.Applied).Err())
+	require.NotContains(t, stateMap(e.getSess("app", "u", "s")), "app:a")
+
+	retry := ev.Clone()
+	require.NoError(t, e.svc.AppendEvent(ctx, e.getSess("app", "u", "s"), retry))
+	got := e.getSess("app", "u", "s")
+	require.Equal(t, "from ev-1", stateMap(got)["app:a"])
+	require.Equal(t, 1, got.Events().Len())
+	rev := e.hash(app.State)["m:rev"]
+	require.NoError(t, e.svc.AppendEvent(ctx, e.getSess("app", "u", "s"), ev.Clone()))
+	require.Equal(t, rev, e.hash(app.State)["m:rev"], "a second retry applies nothing")
 }
 
 // testEventIDFromDatabase: once the session's older events are only in the

@@ -32,9 +32,9 @@
 -- Returns {0, seq, ts} appended;
 --         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...)}
 --           appended by a handle that was behind, in concurrent mode;
---         {-8, member, score} the session holds an event with this id already (nothing written): the caller
---           compares it with the event it sent ({-8} alone: that event is no longer cached, read it from
---           the database);
+--         {-8, member, score, flushed} the session holds an event with this id already (nothing written): the
+--           caller compares it with the event it sent; flushed = 1 when the database has it too ({-8} alone:
+--           that event is no longer cached, read it from the database);
 --         {-9} see ARGV[15] (nothing written);
 --         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
 --         {-4} user state not cached, {-5} cache incomplete (evicted keys, or event ids not matching the
@@ -71,7 +71,7 @@ for n = 2, #avals, 2 do
 end
 
 -- Preconditions, all checked before the first write.
-local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc', 'm:first')
+local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc', 'm:first', 'm:fl')
 if not meta[1] then
   if meta[5] == '1' then
     return {-2}
@@ -95,7 +95,7 @@ if had and had < first then
 end
 if had then
   local at = redis.call('ZRANGE', events, had - first, had - first, 'WITHSCORES')
-  return {-8, at[1], at[2]}
+  return {-8, at[1], at[2], had <= (tonumber(meta[8]) or 0) and 1 or 0}
 end
 if ARGV[15] == '1' and first > 1 then
   return {-9}

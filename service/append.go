@@ -72,7 +72,22 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	var dup *cache.DuplicateEventError
 	switch {
 	case errors.As(err, &dup):
-		return s.appendedBefore(ctx, sess, ev, stored, dup.Stored, normalized, args.Incarnation, delta.App)
+		if err := s.appendedBefore(ctx, sess, ev, stored, dup.Stored, normalized); err != nil {
+			return err
+		}
+		if dup.Stored == nil || dup.Flushed {
+			// In the database: the flusher applied its app: step (it applies
+			// the app delta of every entry it writes). Doing it again could
+			// put back older values: the ids of the deltas applied do not
+			// outlive the cache (a FLUSHALL, a restart without AOF).
+			return nil
+		}
+		// A retry: the first attempt may have stored the event and failed
+		// before its app: step was done. The step is idempotent per event.
+		if err := s.finishApp(ctx, sess.appName, cache.AppendChangeID(args.Incarnation, sess.userID, sess.id, stored.ID), delta.App); err != nil {
+			return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
+		}
+		return nil
 	case errors.Is(err, loader.ErrNotFound), errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
 		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, sess.id, sess.appName, sess.userID)
 	case errors.Is(err, cache.ErrStale):
@@ -104,7 +119,7 @@ func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cac
 				if jerr != nil {
 					return nil, jerr
 				}
-				return nil, &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}}
+				return nil, &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}, Flushed: true}
 			}
 			if !errors.Is(lerr, persist.ErrNotFound) {
 				return nil, lerr
@@ -124,12 +139,8 @@ func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cac
 
 // appendedBefore answers an append whose event id the session holds: the
 // stored event (nil: not cached, and not in the database either — it was
-// looked up there) is compared with the one sent. The same event is
-// acknowledged once its app: keys are applied too (the app step is
-// idempotent): the earlier attempt may have stored the event and lost its
-// answer before its app step ran, or the client itself may have sent the
-// script again.
-func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any, inc int64, app []cache.Pair) error {
+// looked up there) is compared with the one sent.
+func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
 	if rec == nil && s.db == nil {
 		return fmt.Errorf("append event %s to session %s: the stored event with this id is not cached", sent.ID, sess.id)
 	}
@@ -150,9 +161,6 @@ func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *E
 	}
 	if !same {
 		return fmt.Errorf("%w: event %s: session %s of app %s, user %s holds another event with this id", ErrAlreadyExists, sent.ID, sess.id, sess.appName, sess.userID)
-	}
-	if err := s.finishApp(ctx, sess.appName, cache.AppendChangeID(inc, sess.userID, sess.id, sent.ID), app); err != nil {
-		return fmt.Errorf("append event %s to session %s: app state: %w", sent.ID, sess.id, err)
 	}
 	sent.Timestamp = time.UnixMicro(rec.Ts).UTC()
 	*ev = *sent

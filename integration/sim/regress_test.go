@@ -238,3 +238,32 @@ func TestWindowWhileFlushing(t *testing.T) {
 	}
 	require.NoError(t, f.Stop(ctx))
 }
+
+// TestRetryAfterFlushAppKeys: the duplicate delivery of an old event after a
+// cache loss does not put its app: values back over newer ones. Found by the
+// simulation: a retried event does its app: step again (the first attempt
+// may have lost its answer before the step), and the ids of the app deltas
+// applied did not survive the FLUSHALL, so the old delta was applied again.
+// An event the database has was applied by the flusher already.
+func TestRetryAfterFlushAppKeys(t *testing.T) {
+	t.Parallel()
+	s := newSmall(t, nil)
+	ctx := context.Background()
+	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	first := &service.Event{ID: "e1", InvocationID: "i", Author: "user", Actions: service.EventActions{StateDelta: map[string]any{"app:k": "old"}}}
+	sent := first.Clone()
+	require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, first))
+	require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, &service.Event{ID: "e2", InvocationID: "i", Author: "user",
+		Actions: service.EventActions{StateDelta: map[string]any{"app:k": "new"}}}))
+	s.flush()
+	s.wipe()
+	require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, sent), "the same event again")
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	require.Equal(t, "new", stateOf(got.Session)["app:k"])
+	s.flush()
+	got, err = s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	require.Equal(t, "new", stateOf(got.Session)["app:k"], "after a flush")
+}
