@@ -151,10 +151,11 @@ type client struct {
 	shared  []*slot
 	pending []*pending
 	all     bool // the checkpoint's reader: every key and session reads exactly
+	cur     int  // step of the operation running (for the history)
 }
 
 func (c *client) log(format string, args ...any) {
-	c.d.hist.add("  c%d -> "+format, append([]any{c.id}, args...)...)
+	c.d.hist.add("  c%d #%d -> "+format, append([]any{c.id, c.cur}, args...)...)
 }
 
 func (c *client) failf(o *op, format string, args ...any) {
@@ -223,6 +224,7 @@ func (c *client) exec(o *op) {
 	d.ops.Add(1)
 	d.counts[o.Kind].Add(1)
 	d.hist.add("%s", o)
+	c.cur = o.Step
 	switch o.Kind {
 	case opCreate:
 		c.create(o)

@@ -394,6 +394,7 @@ func (c *client) adoptRewind(o *op, k sessKey, inv string, ev *service.Event, be
 		diffs = append(diffs, msg)
 	}
 	if len(diffs) > 0 {
+		d.dump(k)
 		c.failf(o, "rewind before %q: %s", inv, strings.Join(diffs, "; "))
 		return
 	}
