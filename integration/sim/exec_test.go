@@ -78,7 +78,13 @@ func (c *client) buildEvent(o *op, s *mSession) *service.Event {
 			ev.ID = evs[o.Pick%len(evs)].ID
 		}
 	case idForeign:
-		ev.ID = c.d.pastID(o.Pick)
+		if o.Kind == opShared {
+			// Another client may send the same id to the shared session at
+			// the same moment: which of the two gets ErrAlreadyExists is a race.
+			ev.ID = fmt.Sprintf("ev-c%d-%d", c.id, o.Step)
+		} else {
+			ev.ID = c.d.pastID(o.Pick)
+		}
 	}
 	return ev
 }
