@@ -166,13 +166,49 @@ func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *E
 	*ev = *sent
 	sess.mu.RLock()
 	next := rec.Seq > 0 && sess.rev == rec.Seq-1
+	behind := rec.Seq > 0 && sess.rev < rec.Seq-1
+	lastTs := sess.lastTs
 	sess.mu.RUnlock()
-	if !next {
-		// The handle has the event already, or is further behind (stale).
-		return nil
+	switch {
+	case next:
+		// The handle missed only this event (the reply to the first attempt was lost).
+		return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
+	case behind && s.cfg.ConcurrentAppends:
+		// The first attempt, whose reply was lost, brought the handle up to
+		// date with what it had missed: do it now.
+		return s.catchUp(ctx, sess, ev, lastTs, normalized)
 	}
-	// The handle missed only this event (the reply to the first attempt was lost).
-	return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
+	// The handle has the event already, or is further behind (stale).
+	return nil
+}
+
+// catchUp brings a handle up to date with the stored session, as the
+// answer to a concurrent append does, for an event the session stored
+// already: the events after the handle's last one, and the state. Of the
+// event's own keys only the app: and temp: ones are news (the session and
+// user state read may be newer than the event).
+func (s *Service) catchUp(ctx context.Context, sess *Session, ev *Event, lastTs int64, normalized map[string]any) error {
+	after := int64(-1)
+	if lastTs > 0 {
+		after = lastTs + 1
+	}
+	snap, err := s.loader.Get(ctx, cache.GetArgs{App: sess.appName, User: sess.userID, SID: sess.id, After: after})
+	if err != nil {
+		return fmt.Errorf("append event %s to session %s: bring the handle up to date: %w", ev.ID, sess.id, err)
+	}
+	news := map[string]any{}
+	for k, v := range normalized {
+		if strings.HasPrefix(k, AppPrefix) || strings.HasPrefix(k, TempPrefix) {
+			news[k] = v
+		}
+	}
+	if err := sess.applyAppended(ev, &cache.AppendResult{Seq: snap.Rev, Ts: snap.UpdateTime, CaughtUp: snap}, news); err != nil {
+		return err
+	}
+	sess.mu.Lock()
+	sess.lastUpdate = time.UnixMicro(snap.UpdateTime).UTC()
+	sess.mu.Unlock()
+	return nil
 }
 
 // isRetryOf tells whether the stored JSON of an event (API form) is the

@@ -267,3 +267,42 @@ func TestRetryAfterFlushAppKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "new", stateOf(got.Session)["app:k"], "after a flush")
 }
+
+// TestLostReplyConcurrentHandle: in ConcurrentAppends mode, an append
+// through a handle that is behind brings the handle up to date, also when
+// its reply was lost and the script ran again (answering "already stored").
+// Found by the simulation: the handle was left as it was, without even the
+// keys of the event just acknowledged.
+func TestLostReplyConcurrentHandle(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testenv.RedisURL(t))
+	require.NoError(t, err)
+	p := startDropProxy(t, u.Host)
+	s := newSmall(t, func(c *service.Config) { c.RedisURL, c.DatabaseURL, c.ConcurrentAppends = p.URL(), "", true })
+	ctx := context.Background()
+	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	behind := resp.Session
+	other, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	for i := range 2 {
+		require.NoError(t, s.svc.AppendEvent(ctx, other.Session, &service.Event{InvocationID: "i", Author: "user",
+			Actions: service.EventActions{StateDelta: map[string]any{fmt.Sprint("other", i): i, "shared": "other"}}}))
+	}
+	p.arm("lost-append")
+	ev := &service.Event{InvocationID: "j", Author: "user", Content: json.RawMessage(`{"parts":[{"text":"lost-append"}]}`),
+		Actions: service.EventActions{StateDelta: map[string]any{"mine": 1, "temp:t": 2}}}
+	require.NoError(t, s.svc.AppendEvent(ctx, behind, ev))
+	require.Equal(t, 1, p.droppedReplies())
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	want := stateOf(got.Session)
+	want["temp:t"] = float64(2)
+	require.Equal(t, want, stateOf(behind), "the handle's state")
+	require.Equal(t, 3, behind.Events().Len(), "the handle's events")
+	require.Equal(t, got.Session.LastUpdateTime(), behind.LastUpdateTime())
+	// Up to date: the next append through it needs no catching up and finds no stale state.
+	require.NoError(t, s.svc.AppendEvent(ctx, behind, &service.Event{InvocationID: "j", Author: "user",
+		Actions: service.EventActions{StateDelta: map[string]any{"shared": "mine"}}}))
+	require.Equal(t, 4, behind.Events().Len())
+}
