@@ -306,3 +306,39 @@ func TestLostReplyConcurrentHandle(t *testing.T) {
 		Actions: service.EventActions{StateDelta: map[string]any{"shared": "mine"}}}))
 	require.Equal(t, 4, behind.Events().Len())
 }
+
+// TestRewindInvocationPastTheCache: rewinding before an invocation whose
+// first event the flusher trimmed from the cache goes back before that first
+// event, also when the invocation has events after the trim. Found by the
+// simulation: the trim dropped the invocation's "first event" record, the
+// next event of the invocation wrote a new one, and the rewind went back
+// only to that later event.
+func TestRewindInvocationPastTheCache(t *testing.T) {
+	t.Parallel()
+	s := newSmall(t, func(c *service.Config) { c.MaxCachedEvents = 2 })
+	ctx := context.Background()
+	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s", State: map[string]any{"k": 0}})
+	require.NoError(t, err)
+	h := resp.Session
+	appendK := func(inv string, k int) {
+		t.Helper()
+		require.NoError(t, s.svc.AppendEvent(ctx, h, &service.Event{InvocationID: inv, Author: "user",
+			Actions: service.EventActions{StateDelta: map[string]any{"k": k}}}))
+	}
+	appendK("before", 1)
+	for k := 2; k <= 5; k++ {
+		appendK("long", k) // the invocation's first event (k=2) leaves the cache at the flush
+	}
+	s.flush()
+	appendK("long", 6)
+	for _, inv := range []string{"long", "before"} {
+		ev, err := s.svc.Rewind(ctx, &service.RewindRequest{AppName: "a", UserID: "u", SessionID: "s", BeforeInvocationID: inv})
+		require.NoError(t, err)
+		want := map[string]any{"long": float64(1), "before": float64(0)}[inv]
+		require.Equal(t, want, ev.Actions.StateDelta["k"], "rewind before %q", inv)
+		got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+		require.NoError(t, err)
+		require.Equal(t, want, stateOf(got.Session)["k"])
+		h = got.Session
+	}
+}
