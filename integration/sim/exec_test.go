@@ -202,8 +202,11 @@ func (c *client) acknowledgedDup(o *op, h *handle, had *mEvent, ev *service.Even
 		return
 	}
 	if s := c.d.m.session(c.keyOfHandle(o)); s != nil {
-		if seq := int64(indexOf(s.Events, had.ID) + 1); h.rev == seq-1 {
+		switch seq := int64(indexOf(s.Events, had.ID) + 1); {
+		case h.rev == seq-1:
 			h.rev = seq // the handle had missed only this event
+		case h.rev < seq-1 && c.d.e.concurrent(o.Svc):
+			h.rev = s.rev() // caught up, as the answer of the first attempt would have
 		}
 	}
 	c.log("duplicate acknowledged: %s at %d", had.ID, had.Ts)
