@@ -279,9 +279,15 @@ func (s *Service) applyApp(ctx context.Context, app, id string, pairs []cache.Pa
 // the event twice; the app script is idempotent per event id, so it is
 // retried with capped backoff until it succeeds or ctx ends.
 func (s *Service) finishApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
+	return untilDone(ctx, func() error { return s.applyApp(ctx, app, id, pairs) })
+}
+
+// untilDone runs f until it succeeds or ctx ends, with capped backoff: for
+// the rest of a call whose write is stored already.
+func untilDone(ctx context.Context, f func() error) error {
 	backoff := 10 * time.Millisecond
 	for {
-		err := s.applyApp(ctx, app, id, pairs)
+		err := f()
 		if err == nil || ctx.Err() != nil {
 			return err
 		}

@@ -3,13 +3,16 @@ package sim
 // dropProxy sits between a Service and Redis and, when armed, lets one
 // command through to Redis and drops its reply, closing the connection: a
 // reply lost on the network. go-redis then sends the command again on a new
-// connection (it retries after io.EOF), so Redis runs it twice.
+// connection (it retries after io.EOF), so Redis runs it twice. Armed with
+// an outage instead, it answers that command and then cuts every connection
+// for a while, as a Redis restarting would.
 
 import (
 	"bytes"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 type dropProxy struct {
@@ -17,7 +20,9 @@ type dropProxy struct {
 	target string
 
 	mu      sync.Mutex
-	armed   []byte // a command carrying these bytes loses its reply; nil: none
+	armed   []byte        // a command carrying these bytes loses its reply (or starts the outage); nil: none
+	outage  time.Duration // 0: lose the reply; otherwise cut connections for this long after the reply
+	down    time.Time     // connections are cut until then
 	dropped int
 }
 
@@ -36,10 +41,20 @@ func startDropProxy(t *testing.T, target string) *dropProxy {
 func (p *dropProxy) URL() string { return "redis://" + p.ln.Addr().String() + "/0" }
 
 // arm makes the next command whose request contains marker lose its reply.
-func (p *dropProxy) arm(marker string) {
+func (p *dropProxy) arm(marker string) { p.armFor(marker, 0) }
+
+// armFor: the next command whose request contains marker is answered, then
+// every connection is cut for d (0: the command loses its reply instead).
+func (p *dropProxy) armFor(marker string, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.armed = []byte(marker)
+	p.armed, p.outage = []byte(marker), d
+}
+
+func (p *dropProxy) isDown() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Now().Before(p.down)
 }
 
 func (p *dropProxy) droppedReplies() int {
@@ -54,6 +69,10 @@ func (p *dropProxy) serve() {
 		if err != nil {
 			return
 		}
+		if p.isDown() {
+			c.Close()
+			continue
+		}
 		go p.handle(c)
 	}
 }
@@ -65,7 +84,7 @@ func (p *dropProxy) handle(client net.Conn) {
 		return
 	}
 	var drop sync.Mutex
-	dropNext := false
+	dropNext, outage := false, time.Duration(0)
 	closeBoth := func() { client.Close(); server.Close() }
 	go func() {
 		defer closeBoth()
@@ -78,10 +97,13 @@ func (p *dropProxy) handle(client net.Conn) {
 					p.armed = nil
 					p.dropped++
 					drop.Lock()
-					dropNext = true
+					dropNext, outage = p.outage == 0, p.outage
 					drop.Unlock()
 				}
 				p.mu.Unlock()
+				if p.isDown() {
+					return
+				}
 				if _, err := server.Write(buf[:n]); err != nil {
 					return
 				}
@@ -105,6 +127,14 @@ func (p *dropProxy) handle(client net.Conn) {
 			if _, err := client.Write(buf[:n]); err != nil {
 				return
 			}
+			drop.Lock()
+			if outage > 0 {
+				p.mu.Lock()
+				p.down = time.Now().Add(outage)
+				p.mu.Unlock()
+				outage = 0
+			}
+			drop.Unlock()
 		}
 		if err != nil {
 			return
