@@ -217,3 +217,44 @@ func (s *Store) WriteStats(ctx context.Context, fields map[string]any) error {
 func (s *Store) Stats(ctx context.Context) (map[string]string, error) {
 	return s.rdb.HGetAll(ctx, s.keys.Stats()).Result()
 }
+
+// Wakeups subscribes to the flusher's wake channel: a value arrives when a
+// script wrote the first entry of a shard's change log (an idle flusher has
+// work). The subscription reconnects by itself; a wakeup sent while it was
+// reconnecting is lost, so flushers also poll, slowly. stop ends it.
+func (s *Store) Wakeups(ctx context.Context) (wake <-chan struct{}, stop func() error) {
+	ps := s.rdb.Subscribe(ctx, s.keys.Wake())
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range ps.Channel() {
+			select {
+			case out <- struct{}{}:
+			default: // one pending wakeup is enough
+			}
+		}
+	}()
+	return out, ps.Close
+}
+
+// RecentBacklog is the backlog as the flushers last wrote it to the stats
+// hash (one command), when a flusher wrote it within maxAge; otherwise (no
+// flusher runs, or none has for that long) it is read from every shard
+// (Backlog).
+func (s *Store) RecentBacklog(ctx context.Context, maxAge time.Duration) (Backlog, error) {
+	h, err := s.Stats(ctx)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("read flusher stats: %w", err)
+	}
+	num := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	at := time.UnixMilli(num("updated_ms"))
+	if h["updated_ms"] == "" || time.Since(at) > maxAge {
+		return s.Backlog(ctx)
+	}
+	b := Backlog{Entries: num("backlog"), Dead: num("dead_letters")}
+	if lag := time.Duration(num("lag_ms")) * time.Millisecond; b.Entries > 0 {
+		b.Oldest = at.Add(-lag)
+		b.Lag = time.Since(b.Oldest)
+	}
+	return b, nil
+}

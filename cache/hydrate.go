@@ -27,7 +27,7 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 	for _, e := range h.Events {
 		args = append(args, e.Seq, e.Ts, e.ID, e.JSON)
 	}
-	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs}, args...).Int64()
+	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("hydrate session %s: %w", h.SID, err)
 	}

@@ -35,7 +35,7 @@ type KeySpec struct {
 // Layout is every kind of key, as documented in docs/redis-keys.md.
 var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:s:<app>:<user>:<sid>", "hash", "none while unflushed; CacheTTL once flushed and idle",
-		"create.lua, append.lua, delete.lua (tombstone), end_invocation.lua, flusher",
+		"create.lua, append.lua, delete.lua (tombstone), end_invocation.lua, flusher; prune_fence.lua (a prune's fence: a tombstone with a TTL of 2 min, m:prune, m:us), prune_unfence.lua",
 		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del m:cid, s:<key> = session state (JSON)"},
 	{"<ns>adk:{<shard>}:e:<app>:<user>:<sid>", "zset", "as the session hash",
 		"append.lua; flusher trims to MaxCachedEvents", "get.lua: score = timestamp µs, member = \"<seq>:<event JSON, API form>\""},
@@ -46,12 +46,12 @@ var Layout = []KeySpec{
 		"create.lua (m:from, c), append.lua and rewind.lua (while m:from is set); delete.lua; flusher trims <seq> fields below the cached tail (setting the i:<inv> they name to 0) and raises m:from",
 		"rewind.lua: m:from = oldest seq undo records cover, c = create-time session state (JSON object), a:<file> = current artifact version, i:<inv> = seq of the invocation's first event (0: older than the records), <seq> = JSON {i: invocation when first, s: [key, previous JSON value or false], a: [file, previous version or false]}"},
 	{"<ns>adk:{<shard>}:i:<app>:<user>:<sid>", "zset", "as the session hash",
-		"create.lua and delete.lua (remove it), append.lua, hydrate.lua; flusher trims it with the events",
+		"create.lua and delete.lua (remove it), append.lua, hydrate.lua; flusher trims it with the events; prune_fence.lua deletes it",
 		"append.lua: member = event id, score = its seq; holds exactly the ids of the cached events (a retried event id is answered with the stored event)"},
 	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed (or while its revision is dead-lettered); CacheTTL once flushed and idle",
-		"create.lua, append.lua (user: keys); flusher (m:fl, m:dl)", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; flusher: m:fl = revision in the database, m:dl = revision dead-lettered"},
+		"create.lua, append.lua (user: keys); flusher (m:fl, m:dl); prune_user.lua deletes it", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; flusher: m:fl = revision in the database, m:dl = revision dead-lettered"},
 	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash (flushed.lua gives both CacheTTL together)",
-		"create.lua, append.lua, delete.lua, rewind.lua; hydrate_index.lua rebuilds it from the database and the app index",
+		"create.lua, append.lua, delete.lua, rewind.lua; hydrate_index.lua rebuilds it from the database and the app index; prune_fence.lua, prune_unfence.lua, prune_user.lua",
 		"List of a user, Create: member = session id, score = last update µs; member \"\" (score 0) = the index lists every session of the user (without it, with a database, it is rebuilt)"},
 	{"<ns>adk:{<shard>}:as:<app>", "zset", "none; with a database it holds only sessions whose create is not flushed yet (flushed.lua removes the others), without one every session",
 		"create.lua, delete.lua, flushed.lua", "List of a whole app (merged with the database's sessions), user index rebuilds: member = \"<user> NUL <sid>\" (raw ids), score 0, so lexicographic order is (user, sid) byte order"},
@@ -62,11 +62,16 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:dead", "list", "none; operators inspect and remove entries",
 		"flusher (ack.lua)", "operators, dashboards: what the flusher gave up on, as JSON {id, fields (of the change-log entry), unit, reason, time}; unit is entry, event (+ seq, event or member), session (+ events_written), user state or app state (+ rev, state)"},
 	{"<ns>adk:{a:<app>}:a", "hash", "none",
-		"app_apply.lua; flusher (m:dl)", "Get, List: m:rev, s:<key> without \"app:\"; flusher: m:dl = revision dead-lettered"},
+		"app_apply.lua; flusher (m:dl); prune_app.lua deletes it", "Get, List: m:rev, s:<key> without \"app:\"; flusher: m:dl = revision dead-lettered"},
 	{"<ns>adk:{a:<app>}:ap", "zset", "none; members older than 7 days trimmed",
 		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
 	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
+	{"<ns>adk:wake", "pub/sub channel (not a key)", "",
+		"create.lua, append.lua, delete.lua, rewind.lua (only with a database): PUBLISH when a shard's change log gets its first entry",
+		"flushers: SUBSCRIBE while idle, then a pass over the shards"},
 	{"<ns>adk:stats", "hash", "none", "flusher", "dashboards: flush lag, backlog, batches, retries, dead letters"},
+	{"<ns>adk:prune:lease", "string", "Config.Retention.Interval (renewed while a prune runs)",
+		"background retention (lease_acquire.lua, lease_release.lua)", "background retention: id of the process that pruned last; the fleet prunes when it is free"},
 }
 
 // NewKeys returns the key builder of a namespace. namespace may be empty; it
@@ -130,6 +135,10 @@ func (k Keys) Session(app, user, sid string) SessionKeys {
 	}
 }
 
+// Owned are the keys of the session besides its hash: what goes with it
+// when it is pruned. A new key of one session belongs here.
+func (k SessionKeys) Owned() []string { return []string{k.Events, k.Temp, k.Undo, k.EventIDs} }
+
 // AppKeys are the keys of an app's shared state; they live in their own slot.
 type AppKeys struct {
 	State   string // hash: app state
@@ -160,6 +169,14 @@ func (k Keys) Meta() string { return k.prefix + "meta" }
 
 // Stats is the flusher summary hash dashboards read.
 func (k Keys) Stats() string { return k.prefix + "stats" }
+
+// Wake is the pub/sub channel the scripts publish on when a shard's change
+// log gets its first entry, so that idle flushers wait for it instead of
+// polling every shard.
+func (k Keys) Wake() string { return k.prefix + "wake" }
+
+// PruneLease is the lease of the fleet's background prune.
+func (k Keys) PruneLease() string { return k.prefix + "prune:lease" }
 
 // AppIndexMember is the member of a session in an app index zset: the raw
 // ids joined by NUL, which no id contains, so that the members' byte order

@@ -24,13 +24,19 @@ func layoutTable() string {
 	return b.String()
 }
 
-// TestKeysDocumented keeps docs/redis-keys.md equal to Layout.
+// TestKeysDocumented keeps docs/redis-keys.md equal to Layout. With
+// ADKSESSION_UPDATE_DOCS=1 it writes the table into the file instead.
 func TestKeysDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../docs/redis-keys.md")
 	require.NoError(t, err)
 	re := regexp.MustCompile(`(?s)<!-- keys:begin -->\n(.*?)<!-- keys:end -->`)
 	m := re.FindSubmatch(doc)
 	require.NotNil(t, m, "docs/redis-keys.md: no <!-- keys:begin --> ... <!-- keys:end --> block")
+	if os.Getenv("ADKSESSION_UPDATE_DOCS") == "1" {
+		doc = re.ReplaceAll(doc, []byte("<!-- keys:begin -->\n"+strings.ReplaceAll(layoutTable(), "$", "$$")+"<!-- keys:end -->"))
+		require.NoError(t, os.WriteFile("../docs/redis-keys.md", doc, 0o644))
+		return
+	}
 	require.Equal(t, layoutTable(), string(m[1]), "docs/redis-keys.md disagrees with cache.Layout; the table should be:\n%s", layoutTable())
 }
 
@@ -42,7 +48,7 @@ func TestLayoutCoversBuilders(t *testing.T) {
 	s := k.Session("<app>", "<user>", "<sid>")
 	a := k.App("<app>")
 	sh := k.ShardKeys(3)
-	built := []string{k.Meta(), k.Stats()}
+	built := []string{k.Meta(), k.Stats(), k.Wake(), k.PruneLease()}
 	for _, set := range []any{s, a, sh} {
 		v := reflect.ValueOf(set)
 		for i := range v.NumField() {

@@ -66,7 +66,7 @@ type RewindResult struct {
 // ErrInvocationNotFound, *UndoIncompleteError, ErrStale (only with Computed).
 func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, boolArg(s.durable), a.App, a.User, a.SID, a.EventID}
+	args := []any{a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, s.wakeArg(), a.App, a.User, a.SID, a.EventID}
 	if a.Computed == nil {
 		args = append(args, "")
 	} else {

@@ -34,7 +34,7 @@ var (
 
 	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript,
 		rewindScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
-		ackScript, stateDeadScript}
+		ackScript, stateDeadScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
 )
 
 // script is one of the scripts of package lua. A script that declares
@@ -201,11 +201,12 @@ func (s *Store) masterFor(ctx context.Context, key, movedTo string) (redis.Cmdab
 	}
 }
 
-// write runs a script that changes data. With WaitReplicas it sends WAIT in
-// the same round trip, on the master that ran the script.
+// write runs a script that changes data, sharing round trips with
+// concurrent calls (group commit, see committer). With WaitReplicas it sends
+// WAIT in the same round trip, on the master that ran the script.
 func (s *Store) write(ctx context.Context, x *script, keys []string, args ...any) *redis.Cmd {
 	if s.waitReplicas <= 0 {
-		return s.run(ctx, x, keys, args...)
+		return fullError(s.commit.run(ctx, s.pick(x), keys, args))
 	}
 	sc := s.pick(x)
 	node, err := s.masterFor(ctx, keys[0], "")

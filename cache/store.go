@@ -24,6 +24,7 @@ type Store struct {
 	appliedRetention time.Duration
 	waitReplicas     int
 	waitTimeout      time.Duration
+	commit           *committer // group commit of the write scripts
 	// bare: the server cannot compile the scripts' shebang lines (see LoadScripts).
 	bare atomic.Bool
 }
@@ -49,7 +50,7 @@ func NewStore(rdb redis.UniversalClient, o Options) *Store {
 		o.WaitTimeout = time.Second
 	}
 	return &Store{rdb: rdb, keys: o.Keys, durable: o.Durable, tempTTL: o.TempTTL, appliedRetention: 7 * 24 * time.Hour,
-		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout}
+		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout, commit: &committer{rdb: rdb}}
 }
 
 // Client is the underlying Redis client.
@@ -83,6 +84,15 @@ func appendPairs(args []any, pairs []Pair) []any {
 	return args
 }
 
+// wakeArg is the scripts' database argument: "" without a database, the
+// flusher's wake channel with one.
+func (s *Store) wakeArg() string {
+	if !s.durable {
+		return ""
+	}
+	return s.keys.Wake()
+}
+
 func boolArg(b bool) string {
 	if b {
 		return "1"
@@ -107,7 +117,7 @@ type CreateArgs struct {
 // CreateChangeID).
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.CreateTime, boolArg(s.durable), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token}
+	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
@@ -154,11 +164,16 @@ type AppendArgs struct {
 	App, User, SID string
 	HandleRev      int64 // last seq the caller's handle has seen
 	Incarnation    int64 // incarnation of the session the handle was read from
-	Concurrent     bool  // apply even when the handle is behind
-	HandleLastTs   int64 // µs of the handle's last event, 0 when it has none
-	Ts             int64 // event timestamp µs
-	InvocationID   string
-	EventID        string
+	// NoHandle appends to the session as it is now (HandleRev and
+	// Incarnation unused); with IfUpdateTime > 0 only while the session's
+	// last update time is that µs (ErrStale otherwise).
+	NoHandle     bool
+	IfUpdateTime int64
+	Concurrent   bool  // apply even when the handle is behind
+	HandleLastTs int64 // µs of the handle's last event, 0 when it has none
+	Ts           int64 // event timestamp µs
+	InvocationID string
+	EventID      string
 	// CheckID: the caller chose EventID and the database was not asked
 	// whether the session holds it (see ErrCheckEventID).
 	CheckID bool
@@ -174,7 +189,8 @@ type AppendArgs struct {
 
 // AppendResult is what Append did.
 type AppendResult struct {
-	Seq, Ts int64
+	Seq, Ts     int64
+	Incarnation int64 // of the session appended to
 	// CaughtUp is set when the handle was behind (concurrent mode): the
 	// session and user state after this event, and the events it missed.
 	CaughtUp *Snapshot
@@ -185,8 +201,9 @@ type AppendResult struct {
 // or nil when Redis no longer caches it (it is in the database). Flushed:
 // the database has the event too.
 type DuplicateEventError struct {
-	Stored  *EventRecord
-	Flushed bool
+	Stored      *EventRecord
+	Incarnation int64 // of the session (0 when the event was found in the database)
+	Flushed     bool
 }
 
 func (e *DuplicateEventError) Error() string {
@@ -206,9 +223,16 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 			bound = "(" + strconv.FormatInt(a.HandleLastTs, 10)
 		}
 	}
+	var rev, inc any = a.HandleRev, a.Incarnation
+	if a.NoHandle {
+		rev, inc = "", ""
+		if a.IfUpdateTime > 0 {
+			rev = "=" + strconv.FormatInt(a.IfUpdateTime, 10)
+		}
+	}
 	args := make([]any, 0, 19+2*(len(a.Delta.Session)+len(a.Delta.User)+len(a.Delta.Temp)+len(a.Artifacts)))
-	args = append(args, a.HandleRev, a.Incarnation, bound, a.Ts, a.InvocationID, a.EventPre, a.EventPost,
-		s.tempTTL.Milliseconds(), boolArg(s.durable), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID))
+	args = append(args, rev, inc, bound, a.Ts, a.InvocationID, a.EventPre, a.EventPost,
+		s.tempTTL.Milliseconds(), s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	args = appendPairs(args, a.Delta.Temp)
@@ -240,13 +264,13 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	code := v[0].(int64)
 	switch code {
 	case codeDuplicate:
-		dup := &DuplicateEventError{}
-		if len(v) == 4 {
-			rec, err := parseMember(v[1].(string), v[2].(string))
+		dup := &DuplicateEventError{Incarnation: v[1].(int64)}
+		if len(v) == 5 {
+			rec, err := parseMember(v[2].(string), v[3].(string))
 			if err != nil {
 				return nil, fmt.Errorf("append script: stored event: %w", err)
 			}
-			dup.Stored, dup.Flushed = &rec, v[3].(int64) == 1
+			dup.Stored, dup.Flushed = &rec, v[4].(int64) == 1
 		}
 		return nil, dup
 	case codeCheckID:
@@ -258,7 +282,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 		}
 		return nil, err
 	}
-	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64)}
+	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64), Incarnation: v[len(v)-1].(int64)}
 	if code == codeCaughtUp {
 		snap := &Snapshot{}
 		if err := snap.parse(v[3], v[4], v[5], nil); err != nil {
@@ -272,7 +296,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 // Delete deletes a session; it reports whether a cached session was removed.
 func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
-	args := []any{boolArg(s.durable), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
+	args := []any{s.wakeArg(), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
 	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)

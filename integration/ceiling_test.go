@@ -1,11 +1,12 @@
 package integration_test
 
-// The physical ceiling of appends, measured in the same run as BenchmarkAppend:
-// redis-benchmark calling lua/append.lua itself with EVALSHA. Only the handle's
-// revision is taken from the session instead of ARGV (fixed arguments cannot
-// follow it), so every call takes the common path of the library's appends and
-// runs the very same Redis commands: meta and count checks, undo record, session
-// state, event log, user index.
+// The references appends are measured against, in the same run as
+// BenchmarkAppend: redis-benchmark calling, with EVALSHA, the minimal atomic
+// append (lua/reference_append.lua: HSET session, HSET user, XADD events, XADD
+// log) and lua/append.lua itself (lua.AppendCeiling: the handle's revision is
+// not compared and the event id is made unique per call, so that fixed
+// arguments take the library's common path every time, with the very same
+// Redis commands).
 
 import (
 	"context"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
@@ -30,42 +32,39 @@ import (
 // ceilingSeconds is how long each measured redis-benchmark run lasts, roughly.
 const ceilingSeconds = 3
 
-// ceiling is what redis-benchmark measured.
+// ceiling is what redis-benchmark measured of one script.
 type ceiling struct {
-	RPS      float64 // EVALSHA calls per second
-	P50, P99 float64 // latency of one call, µs
+	RPS       float64 // EVALSHA calls per second
+	P50, P99  float64 // latency of one call, µs
+	RedisUsec float64 // Redis's own time per call, µs (INFO commandstats)
 }
 
-// ceilingScript is lua/append.lua with the handle's revision read from the
-// session (lua.AppendCeiling).
-func ceilingScript(b *testing.B) string {
+// scriptCall is one script and the EVALSHA arguments redis-benchmark repeats
+// (number of keys, keys, arguments), with a key each call adds one member or
+// entry to, which proves that every call took the path measured.
+type scriptCall struct {
+	src     string
+	args    []string
+	counted string
+}
+
+// referenceCall is lua/reference_append.lua writing ev's JSON, with a
+// session key and a user key, to keys of its own in namespace ns.
+func referenceCall(b *testing.B, ns string, ev *service.Event) scriptCall {
 	b.Helper()
-	return lua.AppendCeiling()
+	blob, err := ev.MarshalJSON()
+	require.NoError(b, err)
+	tag := ns + "{ref}:"
+	return scriptCall{src: lua.ReferenceAppend, counted: tag + "e",
+		args: []string{"4", tag + "s", tag + "u", tag + "e", tag + "log", string(blob), "1", "1"}}
 }
 
-// measureCeiling runs redis-benchmark with EVALSHA of the ceiling script at
-// concurrency clients (-P 1, no pipelining), each call appending ev (stored
-// JSON, with one session state key "counter") to one session of svc's
-// namespace ns. A calibration run sizes -n for about ceilingSeconds.
-func measureCeiling(b *testing.B, svc *service.Service, redisURL, ns string, concurrency int, ev *service.Event) ceiling {
+// appendCall is lua/append.lua as the service calls it for ev (with the
+// handle's revision not compared and the event id made unique per call:
+// lua.AppendCeiling), appending to session (app, user, sid) of namespace ns.
+func appendCall(b *testing.B, rdb redis.UniversalClient, ns, app, user, sid string, ev *service.Event, durable bool) scriptCall {
 	b.Helper()
 	ctx := context.Background()
-	bin := testenv.RedisBenchmarkPath(b)
-	u, err := url.Parse(redisURL)
-	require.NoError(b, err)
-	require.Equal(b, "redis", u.Scheme, "the ceiling is measured on standalone Redis")
-
-	app, user, sid := "ceiling", "u", uuid.NewString()
-	_, err = svc.Create(ctx, &service.CreateRequest{AppName: app, UserID: user, SessionID: sid})
-	require.NoError(b, err)
-	defer svc.Delete(ctx, &service.DeleteRequest{AppName: app, UserID: user, SessionID: sid})
-
-	rdb, err := cache.NewClient(redisURL)
-	require.NoError(b, err)
-	defer rdb.Close()
-	sha, err := rdb.ScriptLoad(ctx, ceilingScript(b)).Result()
-	require.NoError(b, err)
-
 	stored := ev.Clone()
 	stored.ID = uuid.NewString()
 	stored.Timestamp = time.Now().Truncate(time.Microsecond).UTC()
@@ -76,48 +75,73 @@ func measureCeiling(b *testing.B, svc *service.Service, redisURL, ns string, con
 	k := keys.Session(app, user, sid)
 	inc, err := rdb.HGet(ctx, k.Session, "m:inc").Int64()
 	require.NoError(b, err)
-	// KEYS and ARGV as cache.Store.Append passes them.
 	pre, post, err := cache.SplitTimestamp(blob)
 	require.NoError(b, err)
-	store := cache.NewStore(rdb, cache.Options{Keys: keys})
-	call := store.AppendCommand(cache.AppendArgs{App: app, User: user, SID: sid, Incarnation: inc,
-		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
-		EventPre: pre, EventPost: post, Delta: cache.StateDelta{Session: []cache.Pair{{Key: "counter", Value: "1"}}}})
-	cmd := append([]string{"EVALSHA", sha}, call...)
-	nkeys, err := strconv.Atoi(call[0])
-	require.NoError(b, err)
-
-	// One call by hand: the script must take the common path ({0, seq, ts}).
-	args := make([]any, 0, len(call))
-	for _, a := range call[1+nkeys:] {
-		args = append(args, a)
+	var delta cache.StateDelta
+	for key, v := range stored.Actions.StateDelta {
+		p := cache.Pair{Key: key, Value: fmt.Sprint(v)}
+		switch {
+		case strings.HasPrefix(key, service.UserPrefix):
+			p.Key = key[len(service.UserPrefix):]
+			delta.User = append(delta.User, p)
+		case strings.HasPrefix(key, service.TempPrefix):
+			delta.Temp = append(delta.Temp, p)
+		default:
+			delta.Session = append(delta.Session, p)
+		}
 	}
-	res, err := rdb.EvalSha(ctx, sha, call[1:1+nkeys], args...).Int64Slice()
-	require.NoError(b, err)
-	require.Equal(b, []int64{0, 1}, res[:2], "ceiling script did not append")
+	store := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: durable})
+	return scriptCall{src: lua.AppendCeiling(), counted: k.Events, args: store.AppendCommand(cache.AppendArgs{
+		App: app, User: user, SID: sid, Incarnation: inc,
+		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
+		EventPre: pre, EventPost: post, Delta: delta})}
+}
 
+// measureScript runs redis-benchmark with EVALSHA of call at concurrency
+// clients (-P 1, no pipelining) against the standalone Redis at redisURL. A
+// calibration run sizes -n for about ceilingSeconds; the call is checked to
+// take the measured path every time (redis-benchmark counts error replies as
+// requests).
+func measureScript(b *testing.B, redisURL string, concurrency int, call scriptCall) ceiling {
+	b.Helper()
+	ctx := context.Background()
+	bin := testenv.RedisBenchmarkPath(b)
+	u, err := url.Parse(redisURL)
+	require.NoError(b, err)
+	require.Equal(b, "redis", u.Scheme, "scripts are measured on standalone Redis")
+	rdb, err := cache.NewClient(redisURL)
+	require.NoError(b, err)
+	defer rdb.Close()
+	sha, err := rdb.ScriptLoad(ctx, call.src).Result()
+	require.NoError(b, err)
+	size := func() int64 {
+		if t, _ := rdb.Type(ctx, call.counted).Result(); t == "stream" {
+			return rdb.XLen(ctx, call.counted).Val()
+		}
+		return rdb.ZCard(ctx, call.counted).Val()
+	}
 	run := func(n int) ceiling {
 		argv := []string{"-h", u.Hostname(), "-p", u.Port(), "-c", strconv.Itoa(concurrency), "-n", strconv.Itoa(n),
 			"-P", "1", "--csv"}
 		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 			argv = append(argv, "--dbnum", db)
 		}
-		out, err := exec.CommandContext(ctx, bin, append(argv, cmd...)...).CombinedOutput()
+		before := size()
+		calls0, usec0 := evalshaUsec(b, redisURL)
+		out, err := exec.CommandContext(ctx, bin, append(append(argv, "EVALSHA", sha), call.args...)...).CombinedOutput()
 		require.NoError(b, err, "redis-benchmark: %s", out)
+		calls1, usec1 := evalshaUsec(b, redisURL)
 		c, err := parseBenchmarkCSV(string(out))
 		require.NoError(b, err)
+		require.EqualValues(b, n, size()-before, "calls of %s that did not take the measured path", call.counted)
+		if calls1 > calls0 {
+			c.RedisUsec = float64(usec1-usec0) / float64(calls1-calls0)
+		}
 		return c
 	}
 	calib := max(2000, 20*concurrency)
 	c := run(calib)
-	n := max(calib, int(c.RPS*ceilingSeconds))
-	c = run(n)
-
-	// Every call appended one event: redis-benchmark counts error replies as requests.
-	cnt, err := rdb.ZCard(ctx, k.Events).Result()
-	require.NoError(b, err)
-	require.EqualValues(b, 1+calib+n, cnt, "ceiling script calls that did not append")
-	return c
+	return run(max(calib, int(c.RPS*ceilingSeconds)))
 }
 
 // benchmarkCSVRow is the data row of `redis-benchmark --csv`: the test title

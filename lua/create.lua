@@ -12,7 +12,8 @@
 -- KEYS[8] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[9] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- ARGV[1] -> create time in µs, in [0, 2^53) (also the incarnation of this id)
--- ARGV[2] -> "1" when a database backs Redis (write the change log; missing user state means evicted)
+-- ARGV[2] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
+--            on the channel when the log was empty; missing user state means evicted)
 -- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw, for the change log and the user index)
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
 -- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
@@ -26,7 +27,8 @@ local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3],
 local undo, ids = KEYS[8], KEYS[9]
 
 local ct = int(argv_int(1, 0, MAX_INT - 1))
-local durable = ARGV[2] == '1'
+local wake = ARGV[2]
+local durable = wake ~= ''
 local svals, s, i = argv_pairs(9, 's:')
 local uvals, u
 uvals, u, i = argv_pairs(i, 's:')
@@ -51,7 +53,7 @@ end
 redis.call('DEL', sess, events, temp, undo, ids)
 
 redis.call('HSET', sess, 'm:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0,
-  'm:cid', ARGV[8])
+  'm:undo', 1, 'm:cid', ARGV[8])
 chunked('HSET', sess, svals)
 
 -- Rewind bookkeeping starts with the first event; the create-time state is what rewinding before it restores.
@@ -72,11 +74,15 @@ redis.call('ZADD', aindex, 0, ARGV[6])
 if durable then
   redis.call('PERSIST', user)
   redis.call('PERSIST', uindex)
+  redis.call('HDEL', user, 'm:ttl')
   local entry = {'k', 'c', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', ct}
   if ARGV[7] ~= '' then
     entry[#entry + 1] = 'p'
     entry[#entry + 1] = ARGV[7]
   end
   redis.call('XADD', log, '*', unpack(entry))
+  if redis.call('XLEN', log) == 1 then
+    redis.call('PUBLISH', wake, 1)
+  end
 end
 return {0}

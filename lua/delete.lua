@@ -8,7 +8,8 @@
 -- KEYS[6] -> change log       <ns>adk:{shard}:log
 -- KEYS[7] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[8] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- ARGV[1] -> "1" when a database backs Redis: leave a tombstone and log the delete for the flusher
+-- ARGV[1] -> "" without a database; with one, the flusher's wake channel: leave a tombstone, log the delete
+--            for the flusher, and publish on the channel when the log was empty
 -- ARGV[2] -> now in µs, in [0, 2^53) (the incarnation to delete when the session is not cached)
 -- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw)
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
@@ -24,11 +25,14 @@ local existed = meta[1] and 1 or 0
 redis.call('DEL', sess, events, temp, KEYS[7], KEYS[8])
 redis.call('ZREM', uindex, ARGV[5])
 redis.call('ZREM', aindex, ARGV[6])
-if ARGV[1] == '1' then
+if ARGV[1] ~= '' then
   -- The tombstone keeps a cold read from resurrecting the session from the
   -- database before the flusher has deleted it there; the flusher removes it.
   local inc = meta[1] or now
   redis.call('HSET', sess, 'm:del', 1, 'm:inc', inc)
   redis.call('XADD', log, '*', 'k', 'd', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', inc)
+  if redis.call('XLEN', log) == 1 then
+    redis.call('PUBLISH', ARGV[1], 1)
+  end
 end
 return {existed}

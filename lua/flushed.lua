@@ -47,6 +47,7 @@ elseif ARGV[3] ~= '' then
   if ufl >= urev then
     redis.call('PEXPIRE', user, ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
+    redis.call('HSET', user, 'm:ttl', 1)
   end
 end
 
@@ -86,7 +87,7 @@ if cnt > keep then
       for seq = first, first + trim - 1 do
         local rec = redis.call('HGET', undo, int(seq))
         if rec then
-          local inv = cjson.decode(rec).i
+          local inv = undo_read(rec).i
           if inv then
             -- Not deleted: a later event of the invocation would record itself as its first, and a
             -- rewind before the invocation would stop there. 0 says the first event is older than the
@@ -107,6 +108,7 @@ if fl >= rev then
   redis.call('PEXPIRE', sess, ttl)
   redis.call('PEXPIRE', events, ttl)
   redis.call('PEXPIRE', ids, ttl)
+  redis.call('HSET', sess, 'm:ttl', 1)
   redis.call('PEXPIRE', undo, ttl)
 end
 return trim

@@ -4,6 +4,8 @@
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
 -- KEYS[3] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
+-- KEYS[4] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (removed: rewinds of a session read back
+--                             from the database replay its history)
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
@@ -14,7 +16,7 @@
 -- while that index is complete, and app listings read it from the database.
 -- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone).
 -- Bad arguments are an error reply, with nothing written.
-local sess, events, ids = KEYS[1], KEYS[2], KEYS[3]
+local sess, events, ids, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 local inc = int(argv_int(1, 0, MAX_INT))
 local ct = int(argv_int(2, 0, MAX_INT))
@@ -51,10 +53,10 @@ if meta[1] and redis.call('ZCARD', events) == cnt and redis.call('ZCARD', ids) =
   return 0
 end
 -- Missing, or partly evicted: replace whatever is left (keys with a TTL hold only flushed data).
-redis.call('DEL', sess, events, ids)
+redis.call('DEL', sess, events, ids, undo)
 
 redis.call('HSET', sess, 'm:inc', inc, 'm:ct', ct, 'm:ut', ut, 'm:rev', int(rev), 'm:fl', int(rev),
-  'm:first', int(first), 'm:cnt', int(n))
+  'm:first', int(first), 'm:cnt', int(n), 'm:ttl', 1)
 chunked('HSET', sess, svals)
 chunked('ZADD', events, members)
 chunked('ZADD', ids, idlist)

@@ -25,5 +25,6 @@ redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev)
 chunked('HSET', state, fields)
 if ttl ~= '' then
   redis.call('PEXPIRE', state, ttl)
+  redis.call('HSET', state, 'm:ttl', 1)
 end
 return 1

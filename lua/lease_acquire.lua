@@ -3,7 +3,7 @@
 -- the flusher that holds it. Allowed when Redis is full (allow-oom): the
 -- flusher's writes are what makes memory evictable.
 --
--- KEYS[1] -> lease string     <ns>adk:{shard}:lease
+-- KEYS[1] -> lease string     <ns>adk:{shard}:lease (or the background prune's, <ns>adk:prune:lease)
 -- ARGV[1] -> owner id
 -- ARGV[2] -> lease time in ms
 -- Returns 1 when owner holds the lease now, 0 when another flusher does.

@@ -64,3 +64,46 @@ end
 local function int(n)
   return string.format('%d', n)
 end
+
+-- An undo record (field <seq> of a session's undo hash) says what undoes one event, with the previous values
+-- raw (no JSON escaping): entries one after another, each a letter, a length in bytes, ':' and the bytes.
+--   i<n>:<invocation>   the event is the first of this invocation
+--   s<n>:<key>          a session key the event set, followed by =<n>:<previous JSON value>, or - (none)
+--   a<n>:<file>         an artifact the event named, followed by =<n>:<previous version>, or - (none)
+--   x0:                 the previous values were not kept (bigger than the event itself): a rewind to before
+--                       this event replays the history instead
+-- undo_put adds one entry to a list of parts; undo_read decodes a record into {i =, x =, s = {key, prev or
+-- false, ...}, a = {file, prev or false, ...}}.
+local function undo_put(parts, tag, v)
+  parts[#parts + 1] = tag .. #v .. ':' .. v
+end
+
+local function undo_read(rec)
+  local r, pos = {s = {}, a = {}}, 1
+  local function take()
+    local colon = string.find(rec, ':', pos + 1, true)
+    local tag, n = string.sub(rec, pos, pos), tonumber(string.sub(rec, pos + 1, colon - 1))
+    local v = string.sub(rec, colon + 1, colon + n)
+    pos = colon + n + 1
+    return tag, v
+  end
+  while pos <= #rec do
+    local tag, v = take()
+    if tag == 'i' then
+      r.i = v
+    elseif tag == 'x' then
+      r.x = true
+    else
+      local prev = false
+      if string.sub(rec, pos, pos) == '=' then
+        local _, p = take()
+        prev = p
+      else
+        pos = pos + 1
+      end
+      local list = r[tag]
+      list[#list + 1], list[#list + 2] = v, prev
+    end
+  end
+  return r
+end

@@ -95,6 +95,12 @@ var (
 	Rewind = withLib(rewindSrc)
 )
 
+// ReferenceAppend is the minimal atomic append the benchmarks measure
+// adksession against (see reference_append.lua); the service never runs it.
+//
+//go:embed reference_append.lua
+var ReferenceAppend string
+
 // AppendCeiling is append.lua changed so that any number of calls with the
 // same arguments append: the handle is never behind (its revision is not
 // compared) and the event id is made unique per call (the given id and the
@@ -103,7 +109,7 @@ var (
 func AppendCeiling() string {
 	s := Append
 	for _, r := range [][2]string{
-		{"local behind = handle ~= rev", "local behind = false"},
+		{"local behind = handle and handle ~= rev", "local behind = false"},
 		{"local id = ARGV[14]", "local id = ARGV[14] .. '/' .. redis.call('ZCARD', KEYS[2])"},
 	} {
 		if strings.Count(s, r[0]) != 1 {

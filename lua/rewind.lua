@@ -16,7 +16,8 @@
 -- ARGV[4] -> the rewind event's JSON up to the value of its "timestamp" (ends with '"timestamp":')
 -- ARGV[5] -> its JSON after that value, up to its state delta (ends with '"stateDelta":')
 -- ARGV[6] -> the rest of its JSON after its artifact delta
--- ARGV[7] -> "1" when a database backs Redis (write the change log; drop TTLs)
+-- ARGV[7] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
+--            on the channel when the log was empty; drop TTLs)
 -- ARGV[8], ARGV[9], ARGV[10] -> app name, user id, session id (raw, for the change log and the user index)
 -- ARGV[11] -> the rewind event's id
 -- ARGV[12] -> "" to compute the deltas from the undo records; otherwise the revision (last seq) the deltas
@@ -36,7 +37,8 @@ local sess, events, temp, uindex, log, undo, ids = KEYS[1], KEYS[2], KEYS[3], KE
 
 -- Inputs, all checked before anything is read or written.
 local ts0 = argv_int(3, 0, MAX_INT - 1)
-local durable = ARGV[7] == '1'
+local wake = ARGV[7]
+local durable = wake ~= ''
 local computed = ARGV[12] ~= ''
 local crev, cstate, cfiles
 if computed then
@@ -58,7 +60,7 @@ elseif #ARGV ~= 12 then
   fail('rewind: ' .. #ARGV .. ' arguments, 12 expected')
 end
 
-local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc')
+local meta = redis.call('HMGET', sess, 'm:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc', 'm:ttl', 'm:undo')
 if not meta[1] then
   if meta[5] == '1' then
     return {-2}
@@ -66,8 +68,14 @@ if not meta[1] then
   return {-1}
 end
 local rev, ut, cnt = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3])
-if redis.call('ZCARD', events) ~= cnt or redis.call('ZCARD', ids) ~= cnt then
-  return {-5}
+local expiring, covered = meta[7] == '1', meta[8] == '1'
+if expiring then
+  if redis.call('ZCARD', events) ~= cnt or redis.call('ZCARD', ids) ~= cnt then
+    return {-5}
+  end
+  if covered and redis.call('EXISTS', undo) == 0 then
+    covered = false -- the undo records were evicted: replay the history
+  end
 end
 -- The event id is new for every rewind call: a session that holds it ran this very call already.
 local had = tonumber(redis.call('ZSCORE', ids, ARGV[11]))
@@ -91,6 +99,9 @@ end
 
 local skeys, svals, files, fvers = {}, {}, {}, {}
 if not computed then
+  if not covered then
+    return {-7, redis.call('HGET', undo, 'c') or false}
+  end
   local u = redis.call('HMGET', undo, 'm:from', 'i:' .. ARGV[1])
   if not u[1] then
     return {-7, false}
@@ -115,16 +126,16 @@ if not computed then
   local recs = hmget_chunked(undo, seqs)
   for j = 1, #seqs do
     if recs[j] then
-      local r = cjson.decode(recs[j])
-      if r.s then
-        for n = 1, #r.s, 2 do
-          at[r.s[n]] = r.s[n + 1]
-        end
+      local r = undo_read(recs[j])
+      if r.x then
+        -- An event after the point did not keep its previous values.
+        return {-7, redis.call('HGET', undo, 'c') or false}
       end
-      if r.a then
-        for n = 1, #r.a, 2 do
-          atf[r.a[n]] = r.a[n + 1]
-        end
+      for n = 1, #r.s, 2 do
+        at[r.s[n]] = r.s[n + 1]
+      end
+      for n = 1, #r.a, 2 do
+        atf[r.a[n]] = r.a[n + 1]
       end
     end
   end
@@ -196,10 +207,10 @@ local stamp = string.format('%d.%06d', math.floor(ts / 1000000), ts % 1000000)
 local json = ARGV[4] .. stamp .. ARGV[5] .. '{' .. table.concat(sd, ',') .. '},"artifactDelta":{' ..
   table.concat(ad, ',') .. '}' .. ARGV[6]
 
-if redis.call('HEXISTS', undo, 'm:from') == 1 then
-  local rec = {}
-  if redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
-    rec.i = inv
+if covered then
+  local parts = {}
+  if meta[4] ~= inv and redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
+    undo_put(parts, 'i', inv)
   end
   if #skeys > 0 then
     local fields = {}
@@ -207,9 +218,17 @@ if redis.call('HEXISTS', undo, 'm:from') == 1 then
       fields[j] = 's:' .. skeys[j]
     end
     local prev = hmget_chunked(sess, fields)
-    rec.s = {}
+    local size = 0
     for j = 1, #skeys do
-      rec.s[2 * j - 1], rec.s[2 * j] = skeys[j], prev[j]
+      size = size + (prev[j] and #prev[j] or 0)
+    end
+    if size > math.max(#json, 4096) then
+      undo_put(parts, 'x', '')
+    else
+      for j = 1, #skeys do
+        undo_put(parts, 's', skeys[j])
+        parts[#parts + 1] = prev[j] and ('=' .. #prev[j] .. ':' .. prev[j]) or '-'
+      end
     end
   end
   if #files > 0 then
@@ -219,14 +238,14 @@ if redis.call('HEXISTS', undo, 'm:from') == 1 then
       set[2 * j - 1], set[2 * j] = fields[j], int(fvers[j])
     end
     local prev = hmget_chunked(undo, fields)
-    rec.a = {}
     for j = 1, #files do
-      rec.a[2 * j - 1], rec.a[2 * j] = files[j], prev[j] and tonumber(prev[j]) or false
+      undo_put(parts, 'a', files[j])
+      parts[#parts + 1] = prev[j] and ('=' .. #prev[j] .. ':' .. prev[j]) or '-'
     end
     chunked('HSET', undo, set)
   end
-  if rec.i or rec.s or rec.a then
-    redis.call('HSET', undo, int(seq), cjson.encode(rec))
+  if #parts > 0 then
+    redis.call('HSET', undo, int(seq), table.concat(parts))
   end
 end
 
@@ -236,25 +255,32 @@ if meta[4] ~= inv then
   fields[#fields + 1] = 'm:tinv'
   fields[#fields + 1] = inv
 end
-redis.call('HSET', sess, unpack(fields))
-local set = {}
-for j = 1, #skeys do
-  set[#set + 1] = 's:' .. skeys[j]
-  set[#set + 1] = svals[j]
+if covered ~= (meta[8] == '1') then
+  redis.call('HDEL', sess, 'm:undo')
 end
-chunked('HSET', sess, set)
+for j = 1, #skeys do
+  fields[#fields + 1] = 's:' .. skeys[j]
+  fields[#fields + 1] = svals[j]
+end
+chunked('HSET', sess, fields)
 
 redis.call('ZADD', events, int(ts), int(seq) .. ':' .. json)
 redis.call('ZADD', ids, int(seq), ARGV[11])
 redis.call('ZADD', uindex, int(ts), ARGV[10])
 
 if durable then
-  redis.call('PERSIST', sess)
-  redis.call('PERSIST', events)
-  redis.call('PERSIST', ids)
+  if expiring then
+    redis.call('PERSIST', sess)
+    redis.call('PERSIST', events)
+    redis.call('PERSIST', ids)
+    redis.call('PERSIST', undo)
+    redis.call('HDEL', sess, 'm:ttl')
+  end
   redis.call('PERSIST', uindex)
-  redis.call('PERSIST', undo)
   redis.call('XADD', log, '*', 'k', 'a', 'a', ARGV[8], 'u', ARGV[9], 'i', ARGV[10], 'n', meta[6], 'q', int(seq),
     't', int(ts))
+  if redis.call('XLEN', log) == 1 then
+    redis.call('PUBLISH', wake, 1)
+  end
 end
 return {0, seq, ts, json}

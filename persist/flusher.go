@@ -17,25 +17,29 @@ import (
 
 // FlusherOptions configure a Flusher; zero values take the defaults.
 type FlusherOptions struct {
-	BatchSize       int           // change-log entries per transaction (default 500)
-	Interval        time.Duration // poll interval while there is work (default 100ms)
-	MaxIdleInterval time.Duration // longest poll interval when idle (default 10 × Interval)
+	BatchSize int // change-log entries per transaction (default 500)
+	// Interval is the longest an idle flusher waits before it looks at
+	// every shard again. Idle, it waits for a wakeup: the scripts publish
+	// on the wake channel when a shard's change log gets its first entry.
+	// The poll is the safety net for a wakeup lost while the subscription
+	// reconnected, and for the shards of a flusher that died holding their
+	// leases. Default: 15 s, or a quarter second per shard beyond 60
+	// shards, so that an idle process costs Redis at most 4 commands a
+	// second. At work, a flusher passes over the shards back to back.
+	Interval        time.Duration
 	CacheTTL        time.Duration // TTL of idle, fully flushed sessions (default 24h)
 	MaxCachedEvents int           // flushed events a session keeps in Redis (default 1000)
 	LeaseTTL        time.Duration // how long a shard stays with a flusher that stopped renewing (default 15s)
 	MaxBackoff      time.Duration // cap of the retry backoff on database errors (default 30s)
-	Logger          *slog.Logger
+	// Parallel is how many shards a pass flushes at once (default 4), each
+	// in a transaction of its own.
+	Parallel int
+	Logger   *slog.Logger
 }
 
 func (o FlusherOptions) withDefaults() FlusherOptions {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 500
-	}
-	if o.Interval <= 0 {
-		o.Interval = 100 * time.Millisecond
-	}
-	if o.MaxIdleInterval < o.Interval {
-		o.MaxIdleInterval = 10 * o.Interval
 	}
 	if o.CacheTTL <= 0 {
 		o.CacheTTL = 24 * time.Hour
@@ -46,6 +50,9 @@ func (o FlusherOptions) withDefaults() FlusherOptions {
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 15 * time.Second
 	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 30 * time.Second
 	}
@@ -54,6 +61,10 @@ func (o FlusherOptions) withDefaults() FlusherOptions {
 	}
 	return o
 }
+
+// minBackoff is the first wait after a failed pass; it doubles up to
+// FlusherOptions.MaxBackoff.
+const minBackoff = 100 * time.Millisecond
 
 // FlusherStats are a flusher's counters since it started.
 type FlusherStats struct {
@@ -84,6 +95,7 @@ type Flusher struct {
 	batches, entries, events, retries, dead atomic.Int64
 	lastErr                                 atomic.Value
 	statsAt                                 atomic.Int64 // unix ms of the last stats write
+	statsDirty                              atomic.Bool  // work done since the last stats write
 }
 
 // NewFlusher returns a flusher that writes db from the change log of c.
@@ -106,7 +118,9 @@ func (f *Flusher) Start(ctx context.Context) {
 }
 
 // Stop ends the loop, then drains what is left, bounded by ctx, and gives up
-// the flusher's leases. Calling it again is a no-op.
+// the flusher's leases at once, so that another flusher takes its shards on
+// its next poll (a flusher that dies keeps them for LeaseTTL). Calling it
+// again is a no-op.
 func (f *Flusher) Stop(ctx context.Context) error {
 	f.mu.Lock()
 	if f.stopped {
@@ -128,12 +142,12 @@ func (f *Flusher) Stop(ctx context.Context) error {
 			break
 		}
 	}
-	for shard := range f.cache.Keys().Shards() {
-		if e := f.cache.ReleaseLease(context.WithoutCancel(ctx), shard, f.owner); e != nil && err == nil {
-			err = e
-		}
-	}
-	return err
+	// Give the shards up at once (one pipeline), also when ctx has ended:
+	// another flusher takes them on its next poll instead of waiting for
+	// the leases to expire.
+	rctx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelRelease()
+	return errors.Join(err, f.cache.ReleaseLeases(rctx, f.owner))
 }
 
 // Kick asks for a pass now (Flush calls it).
@@ -163,10 +177,15 @@ func (f *Flusher) Stats() FlusherStats {
 
 func (f *Flusher) loop(ctx context.Context) {
 	defer close(f.done)
-	// Idle polls back off from Interval to MaxIdleInterval, so that a fleet
-	// of idle processes does not poll every shard ten times a second; work
-	// found, or a Kick, brings the interval back.
+	// Idle, the loop waits for a wakeup (a script published that a shard's
+	// log got its first entry), a Kick, or the safety poll: an idle fleet
+	// sends Redis nothing but that poll.
+	wake, stopWake := f.cache.Wakeups(ctx)
+	defer stopWake()
 	idle := f.opts.Interval
+	if idle <= 0 {
+		idle = max(15*time.Second, time.Duration(f.cache.Keys().Shards())*time.Second/4)
+	}
 	backoff := time.Duration(0)
 	var lastLog time.Time
 	for {
@@ -178,7 +197,7 @@ func (f *Flusher) loop(ctx context.Context) {
 		case err != nil:
 			f.retries.Add(1)
 			f.lastErr.Store(err.Error())
-			backoff = min(max(2*backoff, f.opts.Interval), f.opts.MaxBackoff)
+			backoff = min(max(2*backoff, minBackoff), f.opts.MaxBackoff)
 			if time.Since(lastLog) > 10*time.Second {
 				f.opts.Logger.Warn("adksession flusher: pass failed, retrying", "err", err, "backoff", backoff)
 				lastLog = time.Now()
@@ -191,7 +210,7 @@ func (f *Flusher) loop(ctx context.Context) {
 			}
 			continue
 		case n > 0:
-			backoff, idle = 0, f.opts.Interval
+			backoff = 0
 			continue // more may be waiting
 		}
 		backoff = 0
@@ -201,10 +220,10 @@ func (f *Flusher) loop(ctx context.Context) {
 			timer.Stop()
 			return
 		case <-timer.C:
-			idle = min(2*idle, f.opts.MaxIdleInterval)
+		case <-wake:
+			timer.Stop()
 		case <-f.notify:
 			timer.Stop()
-			idle = f.opts.Interval
 		}
 	}
 }
@@ -223,28 +242,48 @@ func (f *Flusher) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	total := 0
-	var errs []error
+	// Shards are independent (a session's changes are all in one), so up
+	// to Parallel of them are flushed at once: each batch waits on Redis
+	// and the database more than it computes.
+	var (
+		mu    sync.Mutex
+		total int
+		errs  []error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, f.opts.Parallel)
+	)
 	for shard, n := range lens {
 		if n == 0 {
 			continue
 		}
-		ok, err := f.cache.AcquireLease(ctx, shard, f.owner, f.opts.LeaseTTL)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		done, err := f.flushShard(ctx, shard)
-		total += done
-		if err != nil {
-			errs = append(errs, fmt.Errorf("shard %d: %w", shard, err))
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			done, err := f.leaseAndFlush(ctx, shard)
+			mu.Lock()
+			defer mu.Unlock()
+			total += done
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
 	}
-	f.writeStats(ctx)
+	wg.Wait()
+	f.writeStats(ctx, total > 0, lens)
 	return total, errors.Join(errs...)
+}
+
+// leaseAndFlush flushes one batch of a shard if this flusher gets its lease.
+func (f *Flusher) leaseAndFlush(ctx context.Context, shard int) (int, error) {
+	ok, err := f.cache.AcquireLease(ctx, shard, f.owner, f.opts.LeaseTTL)
+	if err != nil || !ok {
+		return 0, err
+	}
+	done, err := f.flushShard(ctx, shard)
+	if err != nil {
+		err = fmt.Errorf("shard %d: %w", shard, err)
+	}
+	return done, err
 }
 
 // flushShard writes one batch of a shard's change log. What cannot be read
@@ -306,10 +345,28 @@ func (f *Flusher) finish(ctx context.Context, sb *shardBatch) error {
 	return nil
 }
 
-// writeStats refreshes the summary dashboards read, at most once a second.
-func (f *Flusher) writeStats(ctx context.Context) {
+// writeStats refreshes the summary dashboards read (cache.Store.Stats). A
+// flusher at work writes all of it, at most once a second and once more
+// when it finds nothing left; an idle one, on its slow poll, only notes that
+// the backlog is empty (one command), so that readers can tell a live, idle
+// write-behind from one nobody runs without scanning every shard.
+func (f *Flusher) writeStats(ctx context.Context, worked bool, lens []int64) {
 	now := time.Now().UnixMilli()
-	if last := f.statsAt.Load(); now-last < 1000 || !f.statsAt.CompareAndSwap(last, now) {
+	last := f.statsAt.Load()
+	if !worked && !f.statsDirty.Swap(false) {
+		var backlog int64
+		for _, n := range lens {
+			backlog += n
+		}
+		if backlog == 0 && now-last >= idleStatsEvery.Milliseconds() && f.statsAt.CompareAndSwap(last, now) {
+			_ = f.cache.WriteStats(ctx, map[string]any{"backlog": 0, "lag_ms": 0, "updated_ms": now})
+		}
+		return
+	}
+	if worked {
+		f.statsDirty.Store(true)
+	}
+	if worked && now-last < 1000 || !f.statsAt.CompareAndSwap(last, now) {
 		return
 	}
 	b, err := f.cache.Backlog(ctx)
@@ -323,3 +380,6 @@ func (f *Flusher) writeStats(ctx context.Context) {
 		"updated_ms": time.Now().UnixMilli(), "last_error": s.LastError,
 	})
 }
+
+// idleStatsEvery is how often an idle flusher notes an empty backlog.
+const idleStatsEvery = 10 * time.Second

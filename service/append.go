@@ -46,62 +46,126 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	if ev.Partial {
 		return nil
 	}
-	if err := checkSession(sess.appName, sess.userID, sess.id); err != nil {
+	p, err := s.planAppend(sess.appName, sess.userID, sess.id, ev)
+	if err != nil {
 		return err
+	}
+	sess.mu.RLock()
+	p.args.HandleRev, p.args.Incarnation, p.args.HandleLastTs = sess.rev, sess.inc, sess.lastTs
+	sess.mu.RUnlock()
+	p.args.Concurrent = s.cfg.ConcurrentAppends
+	res, err := s.runAppend(ctx, p, sess, ev)
+	if err != nil || res == nil {
+		return err
+	}
+	return sess.applyAppended(ev, res, p.normalized)
+}
+
+// AppendToRequest names a session and an event to append to it without a
+// handle.
+type AppendToRequest struct {
+	AppName, UserID, SessionID string
+	Event                      *Event
+	// IfLastUpdate, when not zero, appends only while the session's
+	// LastUpdateTime is exactly this (optimistic concurrency, as HTTP's
+	// If-Match); otherwise ErrStaleSession with nothing written. Zero: the
+	// event is appended to the session as it is now.
+	IfLastUpdate time.Time
+}
+
+// AppendTo appends req.Event to a session as it is now, without a handle:
+// one script call, as AppendEvent makes, for callers that hold no Session
+// (an HTTP API, a queue consumer). req.Event is updated in place (id,
+// timestamp, temp: keys removed) as AppendEvent does; event ids, retries and
+// app: deltas behave as with AppendEvent.
+func (s *Service) AppendTo(ctx context.Context, req *AppendToRequest) error {
+	if req == nil || req.Event == nil {
+		return fmt.Errorf("%w: append request or its event: nil", ErrInvalidArgument)
+	}
+	if req.Event.Partial {
+		return nil
+	}
+	p, err := s.planAppend(req.AppName, req.UserID, req.SessionID, req.Event)
+	if err != nil {
+		return err
+	}
+	p.args.NoHandle = true
+	if !req.IfLastUpdate.IsZero() {
+		p.args.IfUpdateTime = req.IfLastUpdate.UnixMicro()
+	}
+	_, err = s.runAppend(ctx, p, nil, req.Event)
+	return err
+}
+
+// appendPlan is an append checked and ready to send.
+type appendPlan struct {
+	stored     *Event // the event as it will be stored (id and time filled in, temp: keys removed)
+	args       cache.AppendArgs
+	normalized map[string]any // the delta's values as a Get decodes them
+}
+
+// planAppend checks an event appended to (app, user, sid) (prepareEvent)
+// and prepares the script's arguments; ev is not changed.
+func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, error) {
+	if err := checkSession(app, user, sid); err != nil {
+		return nil, err
 	}
 	p, err := s.prepareEvent(ev)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	stored, delta, normalized := p.stored, p.delta, p.normalized
+	stored := p.stored
 	pre, post, err := cache.SplitTimestamp(p.blob)
 	if err != nil {
-		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
+		return nil, fmt.Errorf("append event %s to session %s: %w", stored.ID, sid, err)
 	}
-
-	sess.mu.RLock()
-	args := cache.AppendArgs{
-		App: sess.appName, User: sess.userID, SID: sess.id,
-		HandleRev: sess.rev, Incarnation: sess.inc, Concurrent: s.cfg.ConcurrentAppends, HandleLastTs: sess.lastTs,
+	return &appendPlan{stored: stored, normalized: p.normalized, args: cache.AppendArgs{
+		App: app, User: user, SID: sid,
 		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
 		CheckID:  ev.ID != "" && s.db != nil,
-		EventPre: pre, EventPost: post, Delta: delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
-	}
-	sess.mu.RUnlock()
-	res, err := s.appendScript(ctx, args)
+		EventPre: pre, EventPost: post, Delta: p.delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
+	}}, nil
+}
+
+// runAppend sends a planned append and its app: step. On success ev becomes
+// the stored event; the result is nil when the session held the event
+// already (a retry, answered by appendedBefore, which brings sess, when not
+// nil, up to date).
+func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, ev *Event) (*cache.AppendResult, error) {
+	a := p.args
+	res, err := s.appendScript(ctx, a)
 	var dup *cache.DuplicateEventError
 	switch {
 	case errors.As(err, &dup):
-		if err := s.appendedBefore(ctx, sess, ev, stored, dup.Stored, normalized); err != nil {
-			return err
+		if err := s.appendedBefore(ctx, a, sess, ev, p.stored, dup.Stored, p.normalized); err != nil {
+			return nil, err
 		}
 		if dup.Stored == nil || dup.Flushed {
 			// In the database: the flusher applied its app: step (it applies
 			// the app delta of every entry it writes). Doing it again could
 			// put back older values: the ids of the deltas applied do not
 			// outlive the cache (a FLUSHALL, a restart without AOF).
-			return nil
+			return nil, nil
 		}
 		// A retry: the first attempt may have stored the event and failed
 		// before its app: step was done. The step is idempotent per event.
-		if err := s.finishApp(ctx, sess.appName, cache.AppendChangeID(args.Incarnation, sess.userID, sess.id, stored.ID), delta.App); err != nil {
-			return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
+		if err := s.finishApp(ctx, a.App, cache.AppendChangeID(dup.Incarnation, a.User, a.SID, a.EventID), a.Delta.App); err != nil {
+			return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 		}
-		return nil
+		return nil, nil
 	case errors.Is(err, loader.ErrNotFound), errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
-		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, sess.id, sess.appName, sess.userID)
+		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, a.SID, a.App, a.User)
 	case errors.Is(err, cache.ErrStale):
-		return fmt.Errorf("%w: session %s: %v", ErrStaleSession, sess.id, err)
+		return nil, fmt.Errorf("%w: session %s: %v", ErrStaleSession, a.SID, err)
 	case err != nil:
-		return fmt.Errorf("append event %s to session %s: %w", stored.ID, sess.id, err)
+		return nil, fmt.Errorf("append event %s to session %s: %w", a.EventID, a.SID, err)
 	}
-	if err := s.finishApp(ctx, sess.appName, cache.AppendChangeID(args.Incarnation, sess.userID, sess.id, stored.ID), delta.App); err != nil {
-		return fmt.Errorf("append event %s to session %s: app state: %w", stored.ID, sess.id, err)
+	if err := s.finishApp(ctx, a.App, cache.AppendChangeID(res.Incarnation, a.User, a.SID, a.EventID), a.Delta.App); err != nil {
+		return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 	}
-
-	stored.Timestamp = time.UnixMicro(res.Ts).UTC()
-	*ev = *stored
-	return sess.applyAppended(ev, res, normalized)
+	p.stored.Timestamp = time.UnixMicro(res.Ts).UTC()
+	*ev = *p.stored
+	return res, nil
 }
 
 // appendScript runs append.lua for args: it puts back from the database
@@ -140,14 +204,14 @@ func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cac
 // appendedBefore answers an append whose event id the session holds: the
 // stored event (nil: not cached, and not in the database either — it was
 // looked up there) is compared with the one sent.
-func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
+func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
 	if rec == nil && s.db == nil {
-		return fmt.Errorf("append event %s to session %s: the stored event with this id is not cached", sent.ID, sess.id)
+		return fmt.Errorf("append event %s to session %s: the stored event with this id is not cached", sent.ID, a.SID)
 	}
 	if rec == nil {
-		row, err := s.db.LoadEvent(ctx, persist.SessionKey{AppName: sess.appName, UserID: sess.userID, SessionID: sess.id}, sent.ID)
+		row, err := s.db.LoadEvent(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, sent.ID)
 		if err != nil {
-			return fmt.Errorf("append event %s to session %s: look up the stored event: %w", sent.ID, sess.id, err)
+			return fmt.Errorf("append event %s to session %s: look up the stored event: %w", sent.ID, a.SID, err)
 		}
 		js, err := persist.APIEvent(*row)
 		if err != nil {
@@ -157,13 +221,16 @@ func (s *Service) appendedBefore(ctx context.Context, sess *Session, ev, sent *E
 	}
 	same, err := isRetryOf(rec.JSON, sent)
 	if err != nil {
-		return fmt.Errorf("append event %s to session %s: %w", sent.ID, sess.id, err)
+		return fmt.Errorf("append event %s to session %s: %w", sent.ID, a.SID, err)
 	}
 	if !same {
-		return fmt.Errorf("%w: event %s: session %s of app %s, user %s holds another event with this id", ErrAlreadyExists, sent.ID, sess.id, sess.appName, sess.userID)
+		return fmt.Errorf("%w: event %s: session %s of app %s, user %s holds another event with this id", ErrAlreadyExists, sent.ID, a.SID, a.App, a.User)
 	}
 	sent.Timestamp = time.UnixMicro(rec.Ts).UTC()
 	*ev = *sent
+	if sess == nil {
+		return nil
+	}
 	sess.mu.RLock()
 	next := rec.Seq > 0 && sess.rev == rec.Seq-1
 	behind := rec.Seq > 0 && sess.rev < rec.Seq-1

@@ -69,13 +69,29 @@ type Config struct {
 	// FlushBatchSize is the number of change-log entries the flusher writes
 	// per transaction (default 500).
 	FlushBatchSize int
-	// FlushInterval is how often the flusher polls for changes while it
-	// finds work (default 100ms); idle, it backs off to 10 × FlushInterval.
-	// Flush wakes this process's flusher at once.
+	// FlushInterval is the longest an idle flusher waits before it looks at
+	// every shard again (default 15 s, a quarter second per shard beyond 60
+	// shards). It rarely needs to: the scripts publish on a wake channel
+	// when a shard's change log gets its first entry, and an idle flusher
+	// waits for that; the poll only catches a wakeup lost while Redis was
+	// unreachable and the shards of a flusher that died holding them. A
+	// flusher at work passes over the shards back to back; Flush wakes this
+	// process's flusher at once.
 	FlushInterval time.Duration
 	// DisableFlusher keeps this process from running a flusher (others,
 	// such as `adksession flush`, drain the change log).
 	DisableFlusher bool
+	// FlushLeaseTTL is how long a shard stays with a flusher that stopped
+	// renewing its lease (default 15s, at least 1s): a flusher renews a
+	// shard's lease before each batch of it, so this bounds how long the
+	// shards of a process that died wait before another process takes
+	// them. A flusher that stops cleanly (Close) gives its shards up at
+	// once. Keep it well above the time one batch takes.
+	FlushLeaseTTL time.Duration
+	// Retention prunes idle sessions in the background, once per
+	// Retention.Interval across the fleet (see RetentionConfig and Prune).
+	// The zero value prunes nothing.
+	Retention RetentionConfig
 	// WaitReplicas > 0 acknowledges a write only once that many replicas
 	// of its Redis master have it (WAIT, sent in the same round trip), so
 	// that a failover loses nothing acknowledged; 0 (default) trusts the
@@ -129,8 +145,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.FlushBatchSize <= 0 {
 		c.FlushBatchSize = 500
 	}
-	if c.FlushInterval <= 0 {
-		c.FlushInterval = 100 * time.Millisecond
+	var err error
+	if c.Retention, err = c.Retention.withDefaults(c.DatabaseURL != "" || c.DB != nil); err != nil {
+		return c, err
+	}
+	switch {
+	case c.FlushLeaseTTL == 0:
+		c.FlushLeaseTTL = 15 * time.Second
+	case c.FlushLeaseTTL < time.Second:
+		return c, fmt.Errorf("%w: Config.FlushLeaseTTL: %s, must be at least 1s (a live flusher could lose its shards between two batches)", ErrInvalidArgument, c.FlushLeaseTTL)
 	}
 	return c, nil
 }

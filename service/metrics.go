@@ -10,7 +10,8 @@ import (
 // Metrics returns a Prometheus collector of the write-behind: flush lag
 // (age of the oldest unflushed change), backlog, dead letters (read from
 // Redis at each scrape, so they cover every flusher), and this process's
-// flusher counters. Register it with a prometheus.Registerer.
+// flusher counters, and what this process's prunes deleted. Register it
+// with a prometheus.Registerer.
 func (s *Service) Metrics() prometheus.Collector { return &collector{s: s} }
 
 var (
@@ -29,6 +30,9 @@ type collector struct{ s *Service }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{lagDesc, backlogDesc, deadDesc, batchesDesc, entriesDesc, eventsDesc, retriesDesc, rejectedDesc, redisErrDesc} {
+		ch <- d
+	}
+	for _, d := range pruneDescs {
 		ch <- d
 	}
 }
@@ -52,4 +56,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}{{batchesDesc, st.Batches}, {entriesDesc, st.Entries}, {eventsDesc, st.Events}, {retriesDesc, st.Retries}, {rejectedDesc, st.DeadLetters}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}
+	c.s.prunes.collect(ch)
 }

@@ -32,6 +32,12 @@ type Service struct {
 	loader  *loader.Loader
 	db      *persist.Store   // nil without a database
 	flusher *persist.Flusher // nil without a database or with DisableFlusher
+	prunes  pruneStats
+	// pruneHook, set by tests of this package, runs at each stage of a
+	// prune's batch ("read": candidates read; "fenced": fenced in Redis,
+	// rows not deleted yet).
+	pruneHook func(stage string)
+	retention *retention // nil without Config.Retention
 }
 
 // Open connects to Redis (and the database, whose schema must be migrated:
@@ -88,6 +94,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.flusher = s.NewFlusher(cfg.Logger)
 		s.flusher.Start(ctx)
 	}
+	s.startRetention(ctx, cfg.Retention, cfg.logger())
 	return s, nil
 }
 
@@ -99,7 +106,7 @@ func (s *Service) NewFlusher(logger *slog.Logger) *persist.Flusher {
 		return nil
 	}
 	return persist.NewFlusher(s.db, s.cache, persist.FlusherOptions{
-		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL,
+		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL, LeaseTTL: s.cfg.FlushLeaseTTL,
 		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger,
 	})
 }
@@ -179,11 +186,15 @@ func (s *Service) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops this process's flusher after it drained what is pending
-// (bounded by ctx), then releases the connections.
-// Shutdown order: callers stop appending first; then flusher, then pools.
+// Close stops this process's background prune (Config.Retention) and its
+// flusher after it drained what is pending (bounded by ctx), then releases
+// the connections. Shutdown order: callers stop appending first; then the
+// prune, the flusher, the pools.
 func (s *Service) Close(ctx context.Context) error {
 	var errs []error
+	if s.retention != nil {
+		s.retention.stop()
+	}
 	if s.flusher != nil {
 		errs = append(errs, s.flusher.Stop(ctx))
 	}
@@ -219,10 +230,31 @@ func (s *Service) Backlog(ctx context.Context) (cache.Backlog, error) {
 	return s.cache.Backlog(ctx)
 }
 
+// RecentBacklog is Backlog as the flushers last reported it (one Redis
+// command), for dashboards that poll: busy flushers report every second, idle
+// ones every 10 to 16 s; when none has reported for a minute it is read from
+// every shard, as Backlog.
+func (s *Service) RecentBacklog(ctx context.Context) (cache.Backlog, error) {
+	return s.cache.RecentBacklog(ctx, time.Minute)
+}
+
 // FlusherStats are the counters of this process's flusher (zero without one).
 func (s *Service) FlusherStats() persist.FlusherStats {
 	if s.flusher == nil {
 		return persist.FlusherStats{}
 	}
 	return s.flusher.Stats()
+}
+
+// WriteStats count this process's write scripts (appends, creates, deletes,
+// rewinds, app-state steps) and the Redis round trips they took: concurrent
+// writes share round trips (group commit), so RoundTrips <= Calls.
+type WriteStats struct {
+	Calls, RoundTrips int64
+}
+
+// WriteStats reports the write counters since Open.
+func (s *Service) WriteStats() WriteStats {
+	c := s.cache.CommitStats()
+	return WriteStats{Calls: c.Calls, RoundTrips: c.Batches}
 }

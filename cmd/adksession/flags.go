@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/adksession/adksession/service"
 )
@@ -16,6 +17,7 @@ type storeFlags struct {
 	redisURL, databaseURL, namespace string
 	shards                           int
 	allowAllKeysEviction             bool
+	flushLeaseTTL                    time.Duration
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
@@ -24,6 +26,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.namespace, "namespace", "", "prefix of every Redis key, so deployments can share one Redis (env ADKSESSION_NAMESPACE)")
 	fs.IntVar(&f.shards, "shards", 0, "hash-tag shards users are spread over; fixed for the life of the data (default 64)")
 	fs.BoolVar(&f.allowAllKeysEviction, "allow-allkeys-eviction", false, "accept a Redis maxmemory-policy allkeys-* with a database, although it may evict unflushed writes")
+	fs.DurationVar(&f.flushLeaseTTL, "flush-lease-ttl", 0, "how long the shards of a flusher that died wait before another takes them (default 15s, at least 1s)")
 }
 
 // resolve fills unset flags from the environment.
@@ -36,7 +39,7 @@ func (f *storeFlags) resolve() {
 // config is the service configuration the flags name.
 func (f *storeFlags) config() service.Config {
 	return service.Config{RedisURL: f.redisURL, DatabaseURL: f.databaseURL, Namespace: f.namespace, Shards: f.shards,
-		AllowAllKeysEviction: f.allowAllKeysEviction}
+		AllowAllKeysEviction: f.allowAllKeysEviction, FlushLeaseTTL: f.flushLeaseTTL}
 }
 
 // listFlag is a flag that may be given several times, each time one value

@@ -20,6 +20,8 @@ func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f.register(fs)
 	once := fs.Bool("once", false, "flush what is pending, then exit")
 	timeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long the last flush on SIGTERM (or --once) may take")
+	var retention retentionFlags
+	retention.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -28,7 +30,9 @@ func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "adksession flush: give --redis (REDIS_URL) and --database (DATABASE_URL)")
 		return errUsage
 	}
-	svc, err := openService(ctx, f.config())
+	cfg := f.config()
+	retention.apply(&cfg)
+	svc, err := openService(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,13 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/service"
 )
 
-const inspectAbout = `Shows one session: its state by scope (app, user, session, and temp with --invocation), a
-window of its events, and its flush status: the last revision in Redis (m:rev) against the last
-one in the database (m:fl). As a table, or JSON with --json.`
+const inspectAbout = `Shows one session: its flush status (the last revision in Redis, m:rev, against the last
+one in the database, m:fl; its shard's backlog, lag and dead letters), its sizes (events in Redis
+and in all, MEMORY USAGE of its keys), its state by scope (app, user, session, and temp with
+--invocation) and a window of its events. As tables, or JSON with --json.`
 
 // inspection is what inspect shows (and writes with --json).
 type inspection struct {
@@ -27,19 +26,33 @@ type inspection struct {
 	UserID         string                    `json:"userId"`
 	ID             string                    `json:"id"`
 	LastUpdateTime time.Time                 `json:"lastUpdateTime"`
-	State          map[string]map[string]any `json:"state"` // scope -> key (without prefix) -> value
+	State          map[string]map[string]any `json:"state"`     // scope -> key (without prefix) -> value
+	StateKeys      map[string]int            `json:"stateKeys"` // scope -> number of keys
 	Events         []*service.Event          `json:"events"`
 	Flush          flushStatus               `json:"flush"`
+	Sizes          sizes                     `json:"sizes"`
 }
 
 // flushStatus compares what Redis holds with what the database has.
 type flushStatus struct {
-	Cached       bool  `json:"cached"`
-	Revision     int64 `json:"revision"`     // m:rev: seq of the last event
-	Flushed      int64 `json:"flushed"`      // m:fl: seq of the last event in the database
-	Pending      int64 `json:"pending"`      // events not yet in the database
-	FirstCached  int64 `json:"firstCached"`  // seq of the oldest event Redis holds
-	CachedEvents int   `json:"cachedEvents"` // events Redis holds
+	Cached           bool    `json:"cached"`           // Redis held the session before inspect read it
+	Database         bool    `json:"database"`         // a database backs Redis
+	Revision         int64   `json:"revision"`         // m:rev: seq of the last event
+	Flushed          int64   `json:"flushed"`          // m:fl: seq of the last event in the database
+	Pending          int64   `json:"pending"`          // events not yet in the database
+	Shard            int     `json:"shard"`            // the session's shard
+	ShardBacklog     int64   `json:"shardBacklog"`     // entries of the shard's change log
+	ShardLagSeconds  float64 `json:"shardLagSeconds"`  // age of its oldest entry
+	ShardDeadLetters int64   `json:"shardDeadLetters"` // its dead letters
+}
+
+// sizes are the session's events and the memory of its keys.
+type sizes struct {
+	CachedEvents    int64            `json:"cachedEvents"`    // events Redis holds
+	FirstCached     int64            `json:"firstCached"`     // seq of the oldest of them
+	TotalEvents     int64            `json:"totalEvents"`     // events of the session (its revision)
+	RedisBytes      map[string]int64 `json:"redisBytes"`      // MEMORY USAGE by key kind
+	RedisTotalBytes int64            `json:"redisTotalBytes"` // their sum
 }
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -49,7 +62,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	numRecent := fs.Int("num-recent", 0, "show only the newest `N` events (0: all)")
 	after := fs.String("after", "", "show only events at or after `TIME` (RFC 3339, or epoch seconds)")
 	invocation := fs.String("invocation", "", "include the temp: state of this running invocation `ID`")
-	asJSON := fs.Bool("json", false, "write JSON instead of a table")
+	asJSON := fs.Bool("json", false, "write JSON instead of tables")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -66,21 +79,45 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		req.After = t
 	}
-	svc, err := openService(ctx, f.config())
+	cfg := f.config()
+	cfg.DisableFlusher = true // a look changes nothing
+	svc, err := openService(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer svc.Close(context.Background())
-	in, err := inspect(ctx, svc, f, req)
+	info, err := svc.Inspect(ctx, req)
 	if err != nil {
 		return err
 	}
+	in := newInspection(info)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(in)
 	}
 	return in.writeTable(stdout)
+}
+
+// newInspection arranges what Service.Inspect answered.
+func newInspection(info *service.SessionInfo) *inspection {
+	s := info.Session
+	in := &inspection{
+		AppName: s.AppName(), UserID: s.UserID(), ID: s.ID(), LastUpdateTime: s.LastUpdateTime(),
+		State:     map[string]map[string]any{"app": {}, "user": {}, "session": {}, "temp": {}},
+		StateKeys: info.StateKeys,
+		Events:    slices.Collect(s.Events().All()),
+		Flush: flushStatus{Cached: info.WasCached, Database: info.Durable, Revision: info.Revision, Flushed: info.Flushed,
+			Pending: info.Pending, Shard: info.Shard, ShardBacklog: info.ShardBacklog, ShardLagSeconds: info.ShardLag.Seconds(),
+			ShardDeadLetters: info.ShardDeadLetters},
+		Sizes: sizes{CachedEvents: info.CachedEvents, FirstCached: info.FirstCached, TotalEvents: info.Revision,
+			RedisBytes: info.RedisBytes, RedisTotalBytes: info.RedisTotal},
+	}
+	for k, v := range s.State().All() {
+		scope, key := scopeOf(k)
+		in.State[scope][key] = v
+	}
+	return in
 }
 
 func parseTime(s string) (time.Time, error) {
@@ -92,44 +129,6 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("--after %q: want RFC 3339 or epoch seconds", s)
 	}
 	return time.UnixMicro(int64(sec * 1e6)).UTC(), nil
-}
-
-// inspect reads the session through the service and its flush status from
-// the cache.
-func inspect(ctx context.Context, svc *service.Service, f storeFlags, req *service.GetRequest) (*inspection, error) {
-	resp, err := svc.Get(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	s := resp.Session
-	in := &inspection{
-		AppName: s.AppName(), UserID: s.UserID(), ID: s.ID(), LastUpdateTime: s.LastUpdateTime(),
-		State:  map[string]map[string]any{"app": {}, "user": {}, "session": {}, "temp": {}},
-		Events: slices.Collect(s.Events().All()),
-	}
-	for k, v := range s.State().All() {
-		scope, key := scopeOf(k)
-		in.State[scope][key] = v
-	}
-	rdb, err := cache.NewClient(f.redisURL)
-	if err != nil {
-		return nil, err
-	}
-	defer rdb.Close()
-	keys, err := cache.NewKeys(f.namespace, f.shards)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := cache.NewStore(rdb, cache.Options{Keys: keys}).Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1, NumRecent: 0})
-	switch {
-	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
-	case err != nil:
-		return nil, fmt.Errorf("read flush status: %w", err)
-	default:
-		in.Flush = flushStatus{Cached: true, Revision: snap.Rev, Flushed: snap.Flushed, Pending: snap.Rev - snap.Flushed,
-			FirstCached: snap.First, CachedEvents: len(snap.Events)}
-	}
-	return in, nil
 }
 
 // scopeOf splits a merged state key into its scope and bare key.
@@ -147,15 +146,31 @@ func scopeOf(k string) (scope, key string) {
 
 func (in *inspection) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fl, sz := in.Flush, in.Sizes
 	fmt.Fprintf(tw, "session\t%s / %s / %s\n", in.AppName, in.UserID, in.ID)
 	fmt.Fprintf(tw, "last update\t%s\n", in.LastUpdateTime.Format(time.RFC3339Nano))
-	fl := in.Flush
 	if fl.Cached {
-		fmt.Fprintf(tw, "flush\trevision %d, flushed %d, pending %d; Redis holds %d events from seq %d\n", fl.Revision, fl.Flushed, fl.Pending, fl.CachedEvents, fl.FirstCached)
+		fmt.Fprintf(tw, "cached\tyes\n")
 	} else {
-		fmt.Fprintf(tw, "flush\tnot cached in Redis (read from the database)\n")
+		fmt.Fprintf(tw, "cached\tno: read from the database now (and put back into Redis)\n")
 	}
-	fmt.Fprintln(tw, "\nSTATE\nscope\tkey\tvalue")
+	if fl.Database {
+		fmt.Fprintf(tw, "flush\trevision %d, flushed %d, pending %d\n", fl.Revision, fl.Flushed, fl.Pending)
+		fmt.Fprintf(tw, "shard %d\tbacklog %d, lag %s, dead letters %d\n", fl.Shard, fl.ShardBacklog,
+			(time.Duration(fl.ShardLagSeconds * float64(time.Second))).Round(time.Millisecond), fl.ShardDeadLetters)
+	} else {
+		fmt.Fprintf(tw, "flush\trevision %d; no database: Redis is the only copy\n", fl.Revision)
+	}
+	fmt.Fprintf(tw, "events\t%d in Redis (from seq %d) of %d\n", sz.CachedEvents, sz.FirstCached, sz.TotalEvents)
+	var mem []string
+	for _, k := range []string{"session", "events", "event ids", "undo", "temp", "user", "user index", "app"} {
+		if n, ok := sz.RedisBytes[k]; ok {
+			mem = append(mem, k+" "+byteSize(n))
+		}
+	}
+	fmt.Fprintf(tw, "redis memory\t%s: %s\n", byteSize(sz.RedisTotalBytes), strings.Join(mem, ", "))
+	k := in.StateKeys
+	fmt.Fprintf(tw, "\nSTATE (app %d, user %d, session %d, temp %d keys)\nscope\tkey\tvalue\n", k["app"], k["user"], k["session"], k["temp"])
 	for _, scope := range []string{"app", "user", "session", "temp"} {
 		m := in.State[scope]
 		for _, k := range slices.Sorted(maps.Keys(m)) {

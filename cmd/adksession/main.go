@@ -1,7 +1,7 @@
 // Command adksession runs adksession, the session service for ADK agents:
 // the HTTP API with its dashboard (serve), the write-behind flusher alone
-// (flush), database migrations (migrate), a look at one session (inspect)
-// and the load generator (bench). `adksession serve` with no flags and no
+// (flush), database migrations (migrate), a look at one session (inspect),
+// retention (prune) and the load generator (bench). `adksession serve` with no flags and no
 // environment starts an embedded Redis and a SQLite file, so it runs on a
 // machine with nothing installed.
 package main
@@ -22,6 +22,7 @@ Usage:
   adksession flush    [flags]                  run the write-behind flusher only, until SIGTERM
   adksession migrate  [flags]                  create or upgrade the database schema
   adksession inspect  [flags] APP USER SESSION show a session: state by scope, events, flush status
+  adksession prune    --idle-for 720h [flags]  delete sessions idle for that long (--dry-run counts)
   adksession bench    [flags]                  load generator: append/get throughput and latency
 
 Run "adksession COMMAND --help" for the flags of a command. Flags fall back to the environment:
@@ -36,6 +37,7 @@ var commands = map[string]command{
 	"flush":   runFlush,
 	"migrate": runMigrate,
 	"inspect": runInspect,
+	"prune":   runPrune,
 	"bench":   runBench,
 }
 

@@ -48,6 +48,7 @@ type serveFlags struct {
 	noFlusher         bool
 	maxEventBytes     int
 	shutdownTimeout   time.Duration
+	retention         retentionFlags
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,6 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.noFlusher, "no-flusher", false, "run no flusher in this process (`adksession flush` workers drain the change log)")
 	fs.IntVar(&f.maxEventBytes, "max-event-bytes", 1<<20, "largest event JSON accepted; request bodies may be 64 KiB more")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the drain on SIGTERM may take")
+	f.retention.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -95,6 +97,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 type server struct {
 	url      string // http://host:port
 	http     *http.Server
+	handler  *httpapi.Handler
 	served   chan error
 	svc      *service.Service
 	rdb      redis.UniversalClient
@@ -145,6 +148,7 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 
 	cfg := f.store.config()
 	cfg.ConcurrentAppends, cfg.DisableFlusher, cfg.MaxEventBytes = f.concurrentAppends, f.noFlusher, f.maxEventBytes
+	f.retention.apply(&cfg)
 	// The in-process Redis never evicts and has no CONFIG to ask.
 	cfg.AllowAllKeysEviction = cfg.AllowAllKeysEviction || s.embedded != nil
 	if s.svc, err = service.Open(ctx, cfg); err != nil {
@@ -169,7 +173,7 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 	if f.store.databaseURL != "" {
 		opt.Ready = s.svc.Ready
 		opt.FlushStats = func(ctx context.Context) (httpapi.FlushStats, error) {
-			b, err := s.svc.Backlog(ctx)
+			b, err := s.svc.RecentBacklog(ctx)
 			return httpapi.FlushStats{Lag: b.Lag, Backlog: b.Entries, DeadLetters: b.Dead}, err
 		}
 	}
@@ -178,7 +182,8 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 		return nil, fmt.Errorf("listen on %s: %w", f.addr, err)
 	}
 	s.url = "http://" + ln.Addr().String()
-	s.http = &http.Server{Handler: httpapi.New(s.svc, opt), ReadHeaderTimeout: 10 * time.Second}
+	s.handler = httpapi.New(s.svc, opt)
+	s.http = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.served <- s.http.Serve(ln) }()
 	auth := ""
 	if f.authToken == "" {
@@ -190,13 +195,15 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 
 // shutdown drains in this order: HTTP server (no new requests; those in
 // flight finish) → appenders (every append came through it, so none is
-// left) → flusher (svc.Close flushes what is pending, bounded by ctx) →
-// pools (Redis and database connections, then the embedded Redis).
+// left) and the dashboard's sampler → flusher (svc.Close flushes what is
+// pending, bounded by ctx) → pools (Redis and database connections, then
+// the embedded Redis).
 func (s *server) shutdown(ctx context.Context) error {
 	herr := s.http.Shutdown(ctx)
 	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		herr = errors.Join(herr, err)
 	}
+	s.handler.Close()
 	return errors.Join(herr, s.closeStores(ctx))
 }
 

@@ -65,6 +65,11 @@ type Options struct {
 	// call the API from a browser: their requests pass the Origin check and
 	// get CORS headers. A request with any other Origin is 403. No wildcard.
 	AllowedOrigins []string
+	// HistoryInterval is how often the dashboard's history (the last 15
+	// minutes of appends/s, append latency, flush lag, backlog, dead
+	// letters and Redis memory) is sampled: default 5 s; negative: no
+	// history. Sampling runs in a goroutine of the handler until Close.
+	HistoryInterval time.Duration
 	// AllowedHosts are host names (no port) the Host header may name besides
 	// localhost and IP addresses. A request that arrives over loopback must
 	// name one of those; when AllowedHosts is set, every request must.
@@ -111,9 +116,8 @@ type Handler struct {
 	metrics *metrics
 	recent  *recentSessions
 	count   cachedCount
-	// appendLocks serialize appends without a revision to one session.
-	appendLocks stripedLocks
-	log         *slog.Logger
+	log     *slog.Logger
+	history *history // nil without history
 }
 
 // New returns the handler of svc. It panics when opt.Validate fails.
@@ -124,6 +128,9 @@ func New(svc *service.Service, opt Options) *Handler {
 	}
 	if opt.MaxEventBytes <= 0 {
 		opt.MaxEventBytes = 1 << 20
+	}
+	if opt.HistoryInterval == 0 {
+		opt.HistoryInterval = 5 * time.Second
 	}
 	if opt.Registry == nil {
 		opt.Registry = prometheus.NewRegistry()
@@ -136,7 +143,20 @@ func New(svc *service.Service, opt Options) *Handler {
 	h.metrics = newMetrics(opt.Registry)
 	opt.Registry.MustRegister(svc.Metrics())
 	h.routes()
+	if opt.HistoryInterval > 0 {
+		h.history = newHistory(h, opt.HistoryInterval)
+		h.history.start()
+	}
 	return h
+}
+
+// Close stops the sampling of the dashboard's history. Call it when the
+// server stops (after http.Server.Shutdown); the handler answers the
+// history it has after that. Calling it again is a no-op.
+func (h *Handler) Close() {
+	if h.history != nil {
+		h.history.close()
+	}
 }
 
 // Registry is the registry /metrics serves.
@@ -188,6 +208,10 @@ func (h *Handler) routes() {
 		{"GET /api/overview", "overview", h.overview},
 		{"GET /api/sessions", "search", h.search},
 		{"GET /api/session", "inspect", h.inspect},
+		{"GET /api/dashboard/history", "history", h.dashboardHistory},
+		{"GET /api/deadletters", "dead_letters", h.deadLetters},
+		{"POST /api/deadletters/retry", "dead_letter_retry", h.retryDeadLetter},
+		{"POST /api/deadletters/drop", "dead_letter_drop", h.dropDeadLetter},
 	}
 	for _, a := range api {
 		h.mux.Handle(a.pattern, h.auth(h.instrument(a.route, a.fn)))

@@ -54,7 +54,9 @@ func newAPIServer(t *testing.T, redisURL string, opt httpapi.Options) *apiServer
 	svc, err := service.Open(ctx, service.Config{RedisURL: redisURL, Namespace: testenv.UniqueName(t, "httpapi-"), MaxEventBytes: opt.MaxEventBytes})
 	require.NoError(t, err)
 	t.Cleanup(func() { svc.Close(context.Background()) })
-	srv := httptest.NewServer(httpapi.New(svc, opt))
+	h := httpapi.New(svc, opt)
+	t.Cleanup(h.Close)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &apiServer{Server: srv, svc: svc, token: opt.AuthToken}
 }

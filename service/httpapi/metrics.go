@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,13 +19,18 @@ type metrics struct {
 	appendLatency prometheus.Histogram
 	getLatency    *prometheus.HistogramVec // window: full | windowed
 	appendRate    *rateCounter
+	// appendWindow and appendCount feed the dashboard's history:
+	// appendLatency and appends record into them too.
+	appendWindow *latencyWindow
+	appendCount  *atomic.Int64
 }
 
 // latencyBuckets span 100µs to 10s.
 var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 12)
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+	window, count := &latencyWindow{}, &atomic.Int64{}
+	m := &metrics{appendWindow: window, appendCount: count,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "adksession_http_requests_total", Help: "HTTP API requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -35,12 +41,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "adksession_errors_total",
 			Help: "Failed requests by route and kind (invalid, not_found, already_exists, stale, too_large, unauthorized, redis, timeout, canceled, internal).",
 		}, []string{"route", "kind"}),
-		appends: prometheus.NewCounter(prometheus.CounterOpts{
+		appends: countingCounter{prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "adksession_appends_total", Help: "Events appended through the HTTP API.",
-		}),
-		appendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}), count},
+		appendLatency: windowedHistogram{prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "adksession_append_duration_seconds", Help: "Latency of one AppendEvent (one Redis script).", Buckets: latencyBuckets,
-		}),
+		}), window},
 		getLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "adksession_get_duration_seconds", Help: "Latency of Get, by window (full or windowed).", Buckets: latencyBuckets,
 		}, []string{"window"}),

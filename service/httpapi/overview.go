@@ -96,13 +96,22 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// redisMemory reads INFO memory.
+// redisMemory reads INFO memory for the overview, logging a failure.
 func (h *Handler) redisMemory(ctx context.Context) redisJSON {
-	info, err := h.opt.Redis.Info(ctx, "memory").Result()
+	out, err := h.readRedisMemory(ctx)
 	if err != nil {
 		h.metrics.errors.WithLabelValues("overview", "redis").Inc()
 		h.log.Warn("adksession dashboard: redis INFO memory", "err", err)
 		return redisJSON{Error: "redis unavailable (see the server log)"}
+	}
+	return out
+}
+
+// readRedisMemory reads INFO memory.
+func (h *Handler) readRedisMemory(ctx context.Context) (redisJSON, error) {
+	info, err := h.opt.Redis.Info(ctx, "memory").Result()
+	if err != nil {
+		return redisJSON{}, err
 	}
 	var out redisJSON
 	sc := bufio.NewScanner(strings.NewReader(info))
@@ -123,7 +132,7 @@ func (h *Handler) redisMemory(ctx context.Context) redisJSON {
 	if out.UsedMemoryHuman == "" {
 		out.Error = "INFO memory not reported by this server"
 	}
-	return out
+	return out, nil
 }
 
 // search: GET /api/sessions?app=&user=&pageToken= lists sessions of an

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/adksession/adksession/service"
 )
 
 // recentSessions remembers the sessions this handler touched last, for the
@@ -31,8 +29,8 @@ func newRecentSessions(max int) *recentSessions {
 	return &recentSessions{max: max, items: map[sessionRef]time.Time{}}
 }
 
-func (r *recentSessions) touch(s *service.Session) {
-	ref, t := sessionRef{s.AppName(), s.UserID(), s.ID()}, s.LastUpdateTime()
+func (r *recentSessions) touch(app, user, id string, t time.Time) {
+	ref := sessionRef{app, user, id}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.items[ref] = t

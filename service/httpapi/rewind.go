@@ -70,7 +70,7 @@ func (h *Handler) rewind(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h.recent.touch(full.Session)
+	h.recent.touch(full.Session.AppName(), full.Session.UserID(), full.Session.ID(), full.Session.LastUpdateTime())
 	writeSession(w, http.StatusOK, full.Session)
 	return nil
 }

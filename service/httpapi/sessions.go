@@ -64,7 +64,7 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, sid stri
 		h.metrics.appends.Inc()
 		h.metrics.appendRate.add(time.Now())
 	}
-	h.recent.touch(resp.Session)
+	h.recent.touch(resp.Session.AppName(), resp.Session.UserID(), resp.Session.ID(), resp.Session.LastUpdateTime())
 	writeSession(w, http.StatusOK, resp.Session)
 	return nil
 }
@@ -94,7 +94,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h.recent.touch(resp.Session)
+	h.recent.touch(resp.Session.AppName(), resp.Session.UserID(), resp.Session.ID(), resp.Session.LastUpdateTime())
 	writeSession(w, http.StatusOK, resp.Session)
 	return nil
 }
@@ -153,11 +153,12 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("request body: stateDelta is required")
 	}
 	ev := &service.Event{InvocationID: "p-" + uuid.NewString(), Author: "user", Actions: service.EventActions{StateDelta: req.StateDelta}}
-	sess, err := h.appendLatest(r, ev)
-	if err != nil {
+	app, user, sid := r.PathValue("app"), r.PathValue("user"), r.PathValue("id")
+	if err := h.svc.AppendTo(r.Context(), &service.AppendToRequest{AppName: app, UserID: user, SessionID: sid, Event: ev}); err != nil {
 		return err
 	}
-	full, err := h.svc.Get(r.Context(), &service.GetRequest{AppName: sess.AppName(), UserID: sess.UserID(), SessionID: sess.ID()})
+	h.recent.touch(app, user, sid, ev.Timestamp)
+	full, err := h.svc.Get(r.Context(), &service.GetRequest{AppName: app, UserID: user, SessionID: sid})
 	if err != nil {
 		return err
 	}

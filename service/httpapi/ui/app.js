@@ -1,14 +1,22 @@
-// adksession ops dashboard: polls /api/overview every 2 s, lists sessions
-// (recent ones, or a search by app and user) and shows one session's state
-// and events. No dependencies, no build step.
+// adksession ops dashboard: polls /api/overview every 2 s, draws the last
+// 15 minutes (/api/dashboard/history) as SVG charts, lists dead letters
+// with retry and drop actions, lists sessions (recent ones, or a search by
+// app and user) and shows one session's state and events. No dependencies,
+// no build step.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const state = { token: sessionStorage.getItem("adksession-token") || "", search: null, nextToken: "", selected: null };
 
-async function api(path) {
+async function api(path, post) {
   const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
-  const resp = await fetch(path, { headers });
+  const init = { headers };
+  if (post !== undefined) {
+    init.method = "POST";
+    init.body = JSON.stringify(post);
+    headers["Content-Type"] = "application/json";
+  }
+  const resp = await fetch(path, init);
   if (resp.status === 401) {
     $("token-form").hidden = false;
     throw new Error("unauthorized: enter the bearer token");
@@ -44,9 +52,136 @@ async function refreshOverview() {
     const mem = $("redis-memory");
     text(mem, o.redis.error ? "n/a" : o.redis.usedMemoryHuman).title = o.redis.error || (o.redis.usedMemory + " bytes");
     if (!state.search) renderSessions(o.recent, false);
+    if ((o.flush && o.flush.deadLetters > 0) || !$("dead-panel").hidden) refreshDeadLetters();
   } catch (e) {
     setStatus(e.message, true);
   }
+}
+
+// ---- History: one SVG line chart per series, drawn from the samples.
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const k in attrs) e.setAttribute(k, attrs[k]);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function number(v) {
+  const a = Math.abs(v);
+  if (Number.isInteger(v) && a < 1e4) return String(v);
+  if (a >= 1e9) return (v / 1e9).toFixed(1) + "G";
+  if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
+  if (a >= 1e4) return (v / 1e3).toFixed(0) + "k";
+  if (a >= 100) return v.toFixed(0);
+  if (a >= 1) return v.toFixed(1);
+  return v.toPrecision(2);
+}
+function ms(v) { return v < 1e-3 ? (v * 1e6).toFixed(0) + " µs" : (v * 1e3).toPrecision(3) + " ms"; }
+function bytes(v) {
+  return v >= 1e9 ? (v / 1e9).toFixed(2) + " GB" : v >= 1e8 ? (v / 1e6).toFixed(0) + " MB" : v >= 1e6 ? (v / 1e6).toFixed(1) + " MB" : (v / 1e3).toFixed(0) + " kB";
+}
+
+// drawChart draws series [{values, cls}] over times into the figure; fmt
+// writes a value for the axis and the current value.
+function drawChart(id, times, window, series, fmt) {
+  const fig = $(id);
+  const W = Math.max(200, fig.clientWidth - 12), H = 90, L = 48, B = 14, T = 6;
+  const old = fig.querySelector("svg");
+  if (old) old.remove();
+  const root = svg("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img" });
+  // The x axis spans the window, or less while the server has not been
+  // sampling that long.
+  const end = times.length ? times[times.length - 1] : Date.now() / 1000;
+  const start = Math.min(end - 1, Math.max(end - window, times.length ? times[0] : end - window));
+  let max = 0, points = 0;
+  for (const s of series) for (const v of s.values) if (v != null) { max = Math.max(max, v); points++; }
+  const top = max > 0 ? max * 1.15 : 1;
+  const x = (t) => L + ((t - start) / (end - start)) * (W - L - 4);
+  const y = (v) => T + (1 - v / top) * (H - T - B);
+  for (const f of [0, 0.5, 1]) {
+    root.append(svg("line", { class: "grid", x1: L, x2: W, y1: y(top * f), y2: y(top * f) }));
+    root.append(svg("text", { class: "axis", x: L - 4, y: y(top * f) + 3, "text-anchor": "end" }, f ? fmt(top * f) : "0"));
+  }
+  root.append(svg("text", { class: "axis", x: L, y: H - 2 }, "−" + duration(end - start)));
+  root.append(svg("text", { class: "axis", x: W - 2, y: H - 2, "text-anchor": "end" }, "now"));
+  for (const s of series) {
+    // A null value (not readable then) breaks the line; a lone point is a dot.
+    let run = [];
+    const flush = () => {
+      if (run.length === 1) root.append(svg("circle", { class: "dot " + (s.cls || ""), cx: run[0][0], cy: run[0][1], r: 1.8 }));
+      if (run.length > 1) root.append(svg("polyline", { class: "series " + (s.cls || ""), points: run.map((p) => p.join(",")).join(" ") }));
+      run = [];
+    };
+    times.forEach((t, i) => {
+      const v = s.values[i];
+      if (v == null) { flush(); return; }
+      run.push([x(t).toFixed(1), y(v).toFixed(1)]);
+    });
+    flush();
+  }
+  if (points === 0) root.append(svg("text", { class: "empty", x: (W + L) / 2, y: H / 2, "text-anchor": "middle" }, "no data"));
+  fig.dataset.points = String(points);
+  fig.append(root);
+  const last = series.map((s) => s.values[s.values.length - 1]).filter((v) => v != null);
+  fig.querySelector(".now").textContent = last.length ? last.map(fmt).join(" / ") : "–";
+}
+
+async function refreshHistory() {
+  let h;
+  try { h = await api("/api/dashboard/history"); } catch (e) { setStatus(e.message, true); return; }
+  const ss = h.samples, times = ss.map((s) => s.time), pick = (k, f) => ss.map((s) => (s[k] == null ? null : f ? f(s[k]) : s[k]));
+  text($("history-hint"), h.intervalSeconds ? "sampled every " + h.intervalSeconds + " s by this server" : "history off");
+  const w = h.windowSeconds;
+  drawChart("chart-appends", times, w, [{ values: pick("appendsPerSecond") }], number);
+  drawChart("chart-latency", times, w, [{ values: pick("appendP50Seconds"), cls: "p50" }, { values: pick("appendP99Seconds"), cls: "p99" }], ms);
+  drawChart("chart-lag", times, w, [{ values: pick("flushLagSeconds") }], duration);
+  drawChart("chart-backlog", times, w, [{ values: pick("backlog") }], number);
+  drawChart("chart-dead", times, w, [{ values: pick("deadLetters"), cls: "bad" }], number);
+  drawChart("chart-memory", times, w, [{ values: pick("redisUsedMemory") }], bytes);
+}
+
+// ---- Dead letters, with retry and drop.
+
+async function refreshDeadLetters() {
+  let r;
+  try { r = await api("/api/deadletters?limit=20"); } catch (e) { setStatus(e.message, true); return; }
+  const panel = $("dead-panel"), tbody = $("dead-letters");
+  panel.hidden = r.total === 0;
+  text($("dead-hint"), r.total + " in " + r.shards.length + " shard" + (r.shards.length === 1 ? "" : "s"));
+  tbody.replaceChildren();
+  for (const sh of r.shards) {
+    for (const d of sh.letters) {
+      const tr = el("tr");
+      tr.dataset.id = d.id; tr.dataset.shard = String(d.shard); tr.dataset.session = d.sessionId || "";
+      const session = d.sessionId ? d.appName + " / " + d.userId + " / " + d.sessionId : "–";
+      const kind = (d.kind || "?") + (d.unit ? " · " + d.unit : "");
+      for (const v of [String(d.shard), when(d.time), session, kind, d.reason]) { const td = el("td", "", v); td.title = v; tr.append(td); }
+      const act = el("td");
+      const retry = el("button", "retry", "Retry"), drop = el("button", "drop", "Drop");
+      retry.type = drop.type = "button";
+      retry.addEventListener("click", () => deadLetterAction("retry", d));
+      drop.addEventListener("click", () => {
+        if (!drop.classList.contains("confirm")) { drop.classList.add("confirm"); drop.textContent = "Confirm drop"; return; }
+        deadLetterAction("drop", d);
+      });
+      act.append(retry, drop);
+      tr.append(act);
+      tbody.append(tr);
+    }
+    if (sh.count > sh.letters.length) {
+      const tr = el("tr"); const td = el("td", "hint", "shard " + sh.shard + ": " + (sh.count - sh.letters.length) + " more"); td.colSpan = 6; tr.append(td); tbody.append(tr);
+    }
+  }
+}
+
+async function deadLetterAction(action, d) {
+  try {
+    await api("/api/deadletters/" + action, { shard: d.shard, entry: d.entry });
+    setStatus(action === "retry" ? "dead letter " + d.id + " back on shard " + d.shard + "'s change log" : "dead letter " + d.id + " dropped");
+  } catch (e) { setStatus(action + ": " + e.message, true); }
+  refreshDeadLetters();
 }
 
 function renderSessions(rows, append) {
@@ -161,4 +296,5 @@ $("token-form").addEventListener("submit", (e) => {
 });
 
 refreshOverview();
-setInterval(() => { refreshOverview(); if (state.selected) renderSession(); }, 2000);
+refreshHistory();
+setInterval(() => { refreshOverview(); refreshHistory(); if (state.selected) renderSession(); }, 2000);

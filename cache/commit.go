@@ -1,0 +1,130 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Group commit. Concurrent script calls share round trips: while maxInFlight
+// pipelines are out, new calls queue; the goroutine whose pipeline comes
+// back hands the queue, as one pipeline, to the first queued caller, which
+// sends it and answers the rest. Each script still runs atomically on its
+// own and each caller gets its own reply or error. A call that finds a
+// pipeline slot free goes out at once, alone, on the same path as without
+// group commit, so one caller waits no longer than before. In a cluster,
+// go-redis splits a pipeline by node and sends the parts concurrently.
+const (
+	maxInFlight = 4   // pipelines out at once
+	maxBatch    = 256 // script calls per pipeline
+)
+
+// committer groups the script calls of one Store.
+type committer struct {
+	rdb redis.UniversalClient
+
+	mu       sync.Mutex
+	inFlight int
+	queue    []*scriptCall
+
+	calls, batches atomic.Int64 // script calls sent, and the round trips they took
+}
+
+// CommitStats counts the write-script calls of a Store and the round trips
+// they took: calls / batches is how many calls shared a round trip.
+type CommitStats struct {
+	Calls, Batches int64
+}
+
+// CommitStats reports the group commit's counters since the Store was made.
+func (s *Store) CommitStats() CommitStats {
+	return CommitStats{Calls: s.commit.calls.Load(), Batches: s.commit.batches.Load()}
+}
+
+// scriptCall is one script call and, once it has run, its reply.
+type scriptCall struct {
+	ctx  context.Context
+	sc   *redis.Script
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+	lead chan []*scriptCall // a batch this caller is to send (queued calls only)
+	done chan struct{}      // closed once cmd holds the reply (queued calls only)
+}
+
+// run runs a script and returns its reply.
+func (c *committer) run(ctx context.Context, sc *redis.Script, keys []string, args []any) *redis.Cmd {
+	call := &scriptCall{ctx: ctx, sc: sc, keys: keys, args: args}
+	c.mu.Lock()
+	if c.inFlight < maxInFlight {
+		c.inFlight++
+		c.mu.Unlock()
+		c.send([]*scriptCall{call})
+		return call.cmd
+	}
+	call.lead, call.done = make(chan []*scriptCall, 1), make(chan struct{})
+	c.queue = append(c.queue, call)
+	c.mu.Unlock()
+	select {
+	case batch := <-call.lead:
+		c.send(batch)
+	case <-call.done:
+	}
+	return call.cmd
+}
+
+// send runs a batch whose first call is the caller's own, hands what queued
+// meanwhile to the next sender, and answers the others of the batch.
+func (c *committer) send(batch []*scriptCall) {
+	c.calls.Add(int64(len(batch)))
+	c.batches.Add(1)
+	if len(batch) == 1 {
+		batch[0].cmd = batch[0].sc.Run(batch[0].ctx, c.rdb, batch[0].keys, batch[0].args...)
+	} else {
+		c.pipeline(batch)
+	}
+	c.mu.Lock()
+	var next []*scriptCall
+	if n := min(len(c.queue), maxBatch); n > 0 {
+		next = append([]*scriptCall(nil), c.queue[:n]...)
+		c.queue = append(c.queue[:0], c.queue[n:]...)
+	} else {
+		c.inFlight--
+	}
+	c.mu.Unlock()
+	if next != nil {
+		next[0].lead <- next
+	}
+	for _, call := range batch[1:] {
+		close(call.done)
+	}
+}
+
+// pipeline sends the calls of a batch in one pipeline (EVALSHA, then EVAL
+// for those a node did not know, as after SCRIPT FLUSH or a failover). The
+// callers' contexts are not the batch's: it runs under the client's own
+// timeouts, so one caller giving up does not fail the others' calls.
+func (c *committer) pipeline(batch []*scriptCall) {
+	ctx := context.WithoutCancel(batch[0].ctx)
+	pipe := c.rdb.Pipeline()
+	for _, call := range batch {
+		call.cmd = call.sc.EvalSha(ctx, pipe, call.keys, call.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var again []*scriptCall
+	for _, call := range batch {
+		if isNoScript(call.cmd.Err()) {
+			again = append(again, call)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	pipe = c.rdb.Pipeline()
+	for _, call := range again {
+		call.cmd = call.sc.Eval(ctx, pipe, call.keys, call.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+}

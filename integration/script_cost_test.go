@@ -1,0 +1,152 @@
+package integration_test
+
+// The Redis cost of one append, counted in instructions rather than timed:
+// redis-server runs under valgrind's callgrind, which counts the
+// instructions it executes, whatever else the machine is doing. Each script
+// is called the same number of times by redis-benchmark and the count per
+// call is reported next to the minimal atomic append's, along with the cost
+// of each part of append.lua (the script cut short after each part).
+//
+//	integration/testenv.sh go test -run '^$' -bench ScriptInstructions -benchtime 1x ./integration/
+//
+// It needs valgrind (skipped without it).
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/service"
+)
+
+// scriptCostCalls is how many times each script is called under callgrind.
+const scriptCostCalls = 3000
+
+// BenchmarkScriptInstructions reports redis-server instructions per call of
+// the minimal atomic append (ref-instr/call), of append.lua as the
+// benchmarks call it (durable: with a database; instr/call), their ratio,
+// and, for append.lua cut short after each of its parts, the instructions
+// up to there (part-…).
+func BenchmarkScriptInstructions(b *testing.B) {
+	valgrind, err := exec.LookPath("valgrind")
+	if err != nil {
+		b.Skip("valgrind not installed")
+	}
+	ctx := context.Background()
+	dir := testenv.TempDir(b)
+	port := 20000 + os.Getpid()%10000
+	out := filepath.Join(dir, "callgrind.out")
+	cmd := exec.Command(valgrind, "--tool=callgrind", "--callgrind-out-file="+out, testenv.RedisServerPath(b),
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	require.NoError(b, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	redisURL := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	rdb, err := cache.NewClient(redisURL)
+	require.NoError(b, err)
+	defer rdb.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for rdb.Ping(ctx).Err() != nil {
+		require.True(b, time.Now().Before(deadline), "redis-server under valgrind did not start")
+		time.Sleep(100 * time.Millisecond) // polling a starting server
+	}
+	svc, err := service.Open(ctx, service.Config{RedisURL: redisURL})
+	require.NoError(b, err)
+	defer svc.Close(ctx)
+	resp, err := svc.Create(ctx, &service.CreateRequest{AppName: "cost", UserID: "u"})
+	require.NoError(b, err)
+
+	// instructions runs call n times and returns the instructions per call,
+	// from a callgrind dump taken before and after.
+	dumps := 0
+	total := func() int64 {
+		dumps++
+		out, err := exec.Command("callgrind_control", "-d", strconv.Itoa(cmd.Process.Pid)).CombinedOutput()
+		require.NoError(b, err, "%s", out)
+		return callgrindTotal(b, out, dir)
+	}
+	instructions := func(call scriptCall) float64 {
+		u, _ := url.Parse(redisURL)
+		sha, err := rdb.ScriptLoad(ctx, call.src).Result()
+		require.NoError(b, err)
+		total()
+		argv := append([]string{"-h", u.Hostname(), "-p", u.Port(), "-c", "1", "-n", strconv.Itoa(scriptCostCalls), "-P", "1", "-q",
+			"EVALSHA", sha}, call.args...)
+		res, err := exec.Command(testenv.RedisBenchmarkPath(b), argv...).CombinedOutput()
+		require.NoError(b, err, "%s", res)
+		return float64(total()) / scriptCostCalls
+	}
+	for b.Loop() {
+		ref := instructions(referenceCall(b, "", appendBenchEvent(1)))
+		full := appendCall(b, rdb, "", "cost", "u", resp.Session.ID(), appendBenchEvent(1), true)
+		b.ReportMetric(ref, "ref-instr/call")
+		app := instructions(full)
+		b.ReportMetric(app, "instr/call")
+		b.ReportMetric(app/ref, "ratio")
+		for i, part := range appendParts {
+			at := strings.Index(full.src, part.before)
+			require.GreaterOrEqual(b, at, 0, "append.lua has no %q", part.before)
+			cut := full
+			cut.src = full.src[:at] + "\nif true then return {0} end\n" + full.src[at:]
+			b.ReportMetric(instructions(cut), fmt.Sprintf("part%d-%s-instr", i+1, part.name))
+		}
+	}
+}
+
+// appendParts are the places append.lua is cut short at, in order.
+var appendParts = []struct{ name, before string }{
+	{"call", "-- lib.lua:"},
+	{"lib", "local sess, events, temp, user, uindex, log = KEYS[1]"},
+	{"inputs", "-- Preconditions, all checked"},
+	{"checks", "local ts = ts0"},
+	{"session", "-- What rewind.lua needs"},
+	{"undo", "if u > 0 then"},
+	{"user-temp", "redis.call('ZADD', events"},
+	{"indexes", "if durable then\n  -- Keys that"},
+}
+
+// callgrindTotal reads the instruction total of the dump callgrind_control
+// just wrote (the newest callgrind.out.* file of dir).
+func callgrindTotal(b *testing.B, ctlOut []byte, dir string) int64 {
+	b.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "callgrind.out*"))
+	require.NoError(b, err)
+	var newest string
+	var at time.Time
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.ModTime().After(at) {
+			newest, at = f, st.ModTime()
+		}
+	}
+	require.NotEmpty(b, newest, "no callgrind dump (%s)", ctlOut)
+	fh, err := os.Open(newest)
+	require.NoError(b, err)
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "summary: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			require.NoError(b, err)
+			if keep := os.Getenv("ADKSESSION_KEEP_CALLGRIND"); keep != "" {
+				require.NoError(b, os.Rename(newest, filepath.Join(keep, fmt.Sprintf("callgrind.%d", n))))
+			} else {
+				require.NoError(b, os.Remove(newest))
+			}
+			return n
+		}
+	}
+	b.Fatalf("no summary line in %s", newest)
+	return 0
+}
