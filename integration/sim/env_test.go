@@ -351,11 +351,17 @@ func (e *env) failover(pick int) error {
 		return errors.New("no master")
 	}
 	master := masters[pick%len(masters)]
+	deadline := time.Now().Add(time.Minute)
+	// A master that took over a moment ago gets its replica (the old master)
+	// once that one has heard of the failover.
 	replica, err := e.replicaOf(master)
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		replica, err = e.replicaOf(master)
+	}
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(time.Minute)
 	var asked time.Time
 	for {
 		if time.Since(asked) > 6*time.Second {

@@ -48,9 +48,9 @@ func modes(cluster bool) []mode {
 	}
 	return []mode{
 		// One client: the operations, and their order, are a pure function of the seed.
-		{"single", shape{Clients: 1, Slots: 6, Users: 3, Apps: 2, Services: 3, Shared: 1, Cluster: cluster, Faults: true}, 240, 60},
+		{"single", shape{Clients: 1, Slots: 6, Users: 3, Apps: 2, Services: 3, Shared: 1, Cluster: cluster, Faults: true}, 480, 60},
 		// Several clients over several services, faults meanwhile.
-		{"concurrent", shape{Clients: clients, Slots: 4, Users: 3, Apps: 2, Services: 3, Shared: 2, Cluster: cluster, Faults: true}, 80, 40},
+		{"concurrent", shape{Clients: clients, Slots: 4, Users: 3, Apps: 2, Services: 3, Shared: 2, Cluster: cluster, Faults: true}, 160, 40},
 	}
 }
 
