@@ -96,11 +96,14 @@ func sessKeyOf(o *op, c *client) sessKey {
 	return c.slots[o.Slot].key
 }
 
-// predict says what appending ev through h must answer.
+// predict says what appending ev through h must answer (h.s nil: through
+// AppendTo, without a handle, to the session as it is now).
 func predict(s *mSession, h *handle, ev *service.Event, concurrent bool) (outcome, *mEvent) {
 	switch {
 	case s == nil:
 		return outNotFound, nil
+	case h.s == nil:
+		concurrent = true
 	case s.Inc != h.inc:
 		return outStale, nil
 	}
@@ -156,11 +159,21 @@ func (c *client) appendOp(o *op) {
 		return
 	}
 	k := sl.key
-	h := c.pickHandle(o, sl)
-	if h == nil {
-		return
-	}
 	s := d.m.session(k)
+	var h *handle
+	if o.Handle < 0 && o.Pick%2 == 0 {
+		// No handle: AppendTo, to the session as it is now.
+		h = &handle{}
+		if s != nil {
+			h.inc, h.rev = s.Inc, s.rev()
+		}
+		c.log("without a handle (AppendTo)")
+	} else {
+		if h = c.pickHandle(o, sl); h == nil {
+			return
+		}
+		s = d.m.session(k)
+	}
 	ev := c.buildEvent(o, s)
 	want, had := predict(s, h, ev, d.e.concurrent(o.Svc))
 	c.sendAppend(o, sl, h, ev, want, had)
@@ -175,7 +188,12 @@ func (c *client) sendAppend(o *op, sl *slot, h *handle, ev *service.Event, want 
 	ctx, cancel := opCtx()
 	defer cancel()
 	before := time.Now()
-	err := d.e.svcs[o.Svc].AppendEvent(ctx, h.s, ev)
+	var err error
+	if h.s == nil {
+		err = d.e.svcs[o.Svc].AppendTo(ctx, &service.AppendToRequest{AppName: k.App, UserID: k.User, SessionID: k.SID, Event: ev})
+	} else {
+		err = d.e.svcs[o.Svc].AppendEvent(ctx, h.s, ev)
+	}
 	switch {
 	case c.faultErr(o, err):
 		c.pending = append(c.pending, &pending{op: o, key: k, kind: o.Kind, h: h, ev: sent, want: want, since: before})
@@ -255,7 +273,7 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		return
 	}
 	h.rev = s.rev() + 1
-	if sl.shared {
+	if sl.shared || h.s == nil {
 		return
 	}
 	want := d.m.session(k).state()
