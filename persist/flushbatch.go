@@ -123,6 +123,11 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		for i := len(g.changes) - 1; i >= 0; i-- {
 			if c := g.changes[i]; c.Kind == 'd' {
 				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation})
+				for _, v := range g.changes[:i] {
+					if v.Kind == 'c' {
+						b.Voided = append(b.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(v.Incarnation).UTC()})
+					}
+				}
 				sb.addMark(g.key, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
 				deleted = append(deleted, g)
 				live = g.changes[i+1:]
