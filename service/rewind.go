@@ -100,7 +100,7 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 		case !loaded && (errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrDeleted) || errors.Is(err, cache.ErrIncomplete)):
 			// Let the loader bring the session back from the database (or
 			// say it does not exist), then try again.
-			if err := s.loadForRewind(ctx, req); err != nil {
+			if err := s.loadForRewind(ctx, req, err); err != nil {
 				return nil, err
 			}
 			loaded = true
@@ -137,10 +137,18 @@ func (s *Service) unknownInvocation(req *RewindRequest) error {
 	return fmt.Errorf("%w: invocation %s in session %s of app %s, user %s", ErrNotFound, req.BeforeInvocationID, req.SessionID, req.AppName, req.UserID)
 }
 
-// loadForRewind reads the session through the loader, which rehydrates
-// Redis from the database when it has the session.
-func (s *Service) loadForRewind(ctx context.Context, req *RewindRequest) error {
-	_, err := s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1, NumRecent: 1})
+// loadForRewind puts back what the rewind script found missing (cause):
+// an incomplete session is read again from the database, as for an append
+// (a read would not see all the script checks, e.g. an evicted event-id
+// index); otherwise the session is read through the loader, which
+// rehydrates Redis from the database when it has the session.
+func (s *Service) loadForRewind(ctx context.Context, req *RewindRequest, cause error) error {
+	var err error
+	if s.loader.Durable() && errors.Is(cause, cache.ErrIncomplete) {
+		err = s.loader.Recover(ctx, req.AppName, req.UserID, req.SessionID, cause)
+	} else {
+		_, err = s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1, NumRecent: 1})
+	}
 	switch {
 	case errors.Is(err, loader.ErrNotFound):
 		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)

@@ -398,3 +398,33 @@ func TestCreateThenDeleteInOneBatch(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM sessions`).Scan(&sessions))
 	require.Zero(t, sessions)
 }
+
+// TestRewindAfterIndexEvicted: a rewind of a session whose event-id index
+// was evicted (it carries a TTL once flushed) puts the session back from the
+// database and rewinds. Found by the simulation (ErrIncomplete while no fault
+// ran): the rewind read the session to bring it back, a read that does not
+// need the index and so did not restore it, and the script refused again.
+func TestRewindAfterIndexEvicted(t *testing.T) {
+	t.Parallel()
+	s := newSmall(t, nil)
+	ctx := context.Background()
+	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	for i, inv := range []string{"i1", "i2"} {
+		require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, &service.Event{InvocationID: inv, Author: "user",
+			Actions: service.EventActions{StateDelta: map[string]any{"k": i}}}))
+	}
+	s.flush()
+	keys, err := cache.NewKeys(s.ns, 4)
+	require.NoError(t, err)
+	idx := keys.Session("a", "u", "s").EventIDs
+	require.Positive(t, s.rdb.PTTL(ctx, idx).Val(), "the flushed session's index carries a TTL")
+	require.EqualValues(t, 1, s.rdb.Del(ctx, idx).Val(), "evicted")
+	ev, err := s.svc.Rewind(ctx, &service.RewindRequest{AppName: "a", UserID: "u", SessionID: "s", BeforeInvocationID: "i2"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"k": float64(0)}, ev.Actions.StateDelta)
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"k": float64(0)}, stateOf(got.Session))
+	require.Equal(t, 3, got.Session.Events().Len())
+}
