@@ -102,19 +102,14 @@ func parseDeadLetter(shard int, entry string) StoredDeadLetter {
 	return d
 }
 
-// ErrNoDeadLetter: the shard's list does not hold that dead letter (any
-// more: another operator retried or dropped it).
-var ErrNoDeadLetter = errors.New("adksession: no such dead letter")
-
-// ErrNotRetryable: the dead letter carries no change-log entry to put back.
-var ErrNotRetryable = errors.New("adksession: dead letter cannot be retried")
-
 // RetryDeadLetter puts a dead letter's change-log entry back on its
-// shard's change log and removes it from the list, atomically.
+// shard's change log and removes it from the list, atomically. ErrNotFound
+// when the shard's list does not hold it (any more: another operator retried
+// or dropped it); ErrInvalidArgument when it carries no change-log entry.
 func (s *Store) RetryDeadLetter(ctx context.Context, shard int, entry string) error {
 	d := parseDeadLetter(shard, entry)
 	if len(d.Fields) == 0 || len(d.Fields) > maxDeadLetterFields {
-		return fmt.Errorf("%w: it holds %d change-log fields (want 1 to %d)", ErrNotRetryable, len(d.Fields), maxDeadLetterFields)
+		return fmt.Errorf("%w: dead letter cannot be retried: it holds %d change-log fields (want 1 to %d)", ErrInvalidArgument, len(d.Fields), maxDeadLetterFields)
 	}
 	names := make([]string, 0, len(d.Fields))
 	for k := range d.Fields {
@@ -128,14 +123,15 @@ func (s *Store) RetryDeadLetter(ctx context.Context, shard int, entry string) er
 	return s.deadLetterAction(ctx, shard, args)
 }
 
-// DropDeadLetter removes a dead letter from its shard's list.
+// DropDeadLetter removes a dead letter from its shard's list (ErrNotFound
+// when the list does not hold it).
 func (s *Store) DropDeadLetter(ctx context.Context, shard int, entry string) error {
 	return s.deadLetterAction(ctx, shard, []any{"drop", entry, 0})
 }
 
 func (s *Store) deadLetterAction(ctx context.Context, shard int, args []any) error {
 	if shard < 0 || shard >= s.keys.Shards() {
-		return fmt.Errorf("%w: shard %d of %d", ErrNoDeadLetter, shard, s.keys.Shards())
+		return fmt.Errorf("%w: dead letter in shard %d of %d", ErrNotFound, shard, s.keys.Shards())
 	}
 	k := s.keys.ShardKeys(shard)
 	n, err := s.write(ctx, deadLetterScript, []string{k.Dead, k.Log}, args...).Int64()
@@ -143,7 +139,7 @@ func (s *Store) deadLetterAction(ctx context.Context, shard int, args []any) err
 		return fmt.Errorf("%s dead letter of shard %d: %w", args[0], shard, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w in shard %d", ErrNoDeadLetter, shard)
+		return fmt.Errorf("%w: dead letter in shard %d", ErrNotFound, shard)
 	}
 	return nil
 }

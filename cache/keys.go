@@ -183,6 +183,16 @@ func (k Keys) PruneLease() string { return k.prefix + "prune:lease" }
 // is the (user, sid) order the database lists sessions in.
 func AppIndexMember(user, sid string) string { return user + "\x00" + sid }
 
+// AppIndexUserRange is the ZRANGE BYLEX range ("[<user> NUL" to
+// "(<user> \x01") of every member of user in an app index.
+func AppIndexUserRange(user string) (min, max string) {
+	return "[" + AppIndexMember(user, ""), "(" + user + "\x01"
+}
+
+// AppIndexAfter is the exclusive ZRANGE BYLEX bound of the members after
+// session (user, sid) in an app index.
+func AppIndexAfter(user, sid string) string { return "(" + AppIndexMember(user, sid) }
+
 // ParseAppIndexMember reverses AppIndexMember.
 func ParseAppIndexMember(m string) (user, sid string, err error) {
 	user, sid, ok := strings.Cut(m, "\x00")

@@ -45,13 +45,10 @@ func decodeCursor(tok, kind string) (listCursor, error) {
 		err = errors.New("no last session")
 	}
 	if err != nil {
-		return c, fmt.Errorf("%w: %q is not a token this service issued for this listing", ErrBadToken, tok)
+		return c, fmt.Errorf("%w: PageToken: %q is not a token this service issued for this listing", ErrInvalidArgument, tok)
 	}
 	return c, nil
 }
-
-// ErrBadToken: a page token this service did not issue.
-var ErrBadToken = errors.New("adksession: bad page token")
 
 // AppToken is the page token of an app listing whose previous page ended
 // with last.
@@ -111,7 +108,8 @@ func (s *Store) UserIndexHas(ctx context.Context, app, user, sid string) (comple
 func (s *Store) UnflushedSessions(ctx context.Context, app, user string) ([]string, error) {
 	k := s.keys.Session(app, user, "")
 	prefix := AppIndexMember(user, "")
-	ms, err := s.rdb.ZRangeByLex(ctx, k.AppIndex, &redis.ZRangeBy{Min: "[" + prefix, Max: "(" + user + "\x01"}).Result()
+	min, max := AppIndexUserRange(user)
+	ms, err := s.rdb.ZRangeByLex(ctx, k.AppIndex, &redis.ZRangeBy{Min: min, Max: max}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read app index: %w", err)
 	}
@@ -213,7 +211,7 @@ func (s *Store) AppIndexRange(ctx context.Context, app string, after ListItem, n
 	for i := range from {
 		from[i] = "-"
 		if after.User != "" {
-			from[i] = "(" + AppIndexMember(after.User, after.SID)
+			from[i] = AppIndexAfter(after.User, after.SID)
 		}
 	}
 	count := int64(2*n/shards + 2)

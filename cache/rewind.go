@@ -89,6 +89,6 @@ func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error)
 	case codeStale:
 		return nil, fmt.Errorf("%w: stored revision %d, delta computed at %d", ErrStale, v[1].(int64), a.Computed.Rev)
 	default:
-		return nil, codeError(code, ErrNotCached)
+		return nil, codeError(code)
 	}
 }

@@ -73,13 +73,6 @@ func isShebangRejected(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "Error compiling script") && strings.Contains(err.Error(), "near '#'")
 }
 
-// ErrRedisFull: Redis refused a write because it reached maxmemory (its
-// OOM reply is wrapped). Nothing was written. The write-behind's own writes
-// still run (their scripts are allowed when Redis is full), and flushed,
-// idle sessions become evictable, so under a volatile-* policy Redis frees
-// memory by itself as the flusher catches up; retry later.
-var ErrRedisFull = errors.New("adksession: redis is full (maxmemory reached)")
-
 // fullError wraps Redis's OOM reply in ErrRedisFull.
 func fullError(cmd *redis.Cmd) *redis.Cmd {
 	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "OOM ") {
@@ -92,7 +85,6 @@ func fullError(cmd *redis.Cmd) *redis.Cmd {
 const (
 	codeOK         = 0
 	codeCaughtUp   = 1
-	codeExists     = -1
 	codeNotCached  = -1
 	codeDeleted    = -2
 	codeStale      = -3
@@ -100,15 +92,15 @@ const (
 	codeIncomplete = -5
 	codeDuplicate  = -8
 	codeCheckID    = -9
+	codeExists     = -10
 )
 
-// Errors the scripts report. The service maps them to its public errors or
-// to a cold load from the database.
+// Statuses the scripts report that never reach a caller of adksession: the
+// service answers them with a cold load from the database (then retries) or
+// maps them to the errors of errors.go.
 var (
-	ErrExists        = errors.New("adksession: session already exists")
 	ErrNotCached     = errors.New("adksession: session not cached")
 	ErrDeleted       = errors.New("adksession: session deleted")
-	ErrStale         = errors.New("adksession: session handle is stale")
 	ErrUserNotCached = errors.New("adksession: user state not cached")
 	ErrIncomplete    = errors.New("adksession: cached session incomplete")
 	ErrAppNotCached  = errors.New("adksession: app state not cached")
@@ -122,12 +114,14 @@ var (
 )
 
 // codeError maps a script's status code to an error (nil for success).
-func codeError(code int64, notCached error) error {
+func codeError(code int64) error {
 	switch code {
 	case codeOK, codeCaughtUp:
 		return nil
-	case -1:
-		return notCached
+	case codeNotCached:
+		return ErrNotCached
+	case codeExists:
+		return ErrExists
 	case codeDeleted:
 		return ErrDeleted
 	case codeStale:
@@ -137,7 +131,7 @@ func codeError(code int64, notCached error) error {
 	case codeIncomplete:
 		return ErrIncomplete
 	}
-	return errors.New("adksession: unknown script status")
+	return fmt.Errorf("adksession: unknown script status %d", code)
 }
 
 // isNoScript tells whether err is Redis's NOSCRIPT.
@@ -162,11 +156,6 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 	}
 	return nil
 }
-
-// ErrNotReplicated: a write was applied on the master but fewer replicas
-// than Options.WaitReplicas confirmed it in time; it is not acknowledged
-// (it may survive, or be lost in a failover).
-var ErrNotReplicated = errors.New("adksession: write not confirmed by enough replicas")
 
 // maxRedirects bounds how often write follows a slot that moved (go-redis's
 // default for the commands it routes itself).

@@ -1,6 +1,3 @@
-// Package cache is adksession's Redis layer: the key layout (keys.go), the
-// client for standalone Redis and Redis Cluster, and typed calls of the Lua
-// scripts in package lua. It knows nothing of events beyond their JSON.
 package cache
 
 import (
@@ -19,7 +16,7 @@ type Store struct {
 	keys    Keys
 	durable bool
 	tempTTL time.Duration
-	// AppliedRetention is how long app-delta ids are remembered for
+	// appliedRetention is how long app-delta ids are remembered for
 	// idempotent re-application.
 	appliedRetention time.Duration
 	waitReplicas     int
@@ -124,7 +121,7 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	return codeError(res[0], ErrExists)
+	return codeError(res[0])
 }
 
 // CreateChangeID is the id under which the app part of a create's initial
@@ -140,9 +137,12 @@ func AppendChangeID(incarnation int64, user, sid, eventID string) string {
 	return "e/" + strconv.FormatInt(incarnation, 10) + "/" + AppIndexMember(user, sid) + "/" + eventID
 }
 
-// ApplyApp applies an app-state delta once per id (event id or create id);
-// applying it again is a no-op. ErrAppNotCached: load the app state, then retry. It is the second step of an event with an
-// app: delta: app state lives in its own hash slot. An empty delta is a no-op.
+// ApplyApp applies an app-state delta once per id (CreateChangeID or
+// AppendChangeID); applying it again is a no-op. ErrAppNotCached (the
+// script's -4) when Redis lost the app hash with a database behind it: load
+// the app state, then retry. It is the second step of a create or an event
+// with an app: delta: app state lives in its own hash slot. An empty delta
+// is a no-op.
 func (s *Store) ApplyApp(ctx context.Context, app, id string, pairs []Pair) error {
 	if len(pairs) == 0 {
 		return nil
@@ -276,7 +276,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	case codeCheckID:
 		return nil, ErrCheckEventID
 	}
-	if err := codeError(code, ErrNotCached); err != nil {
+	if err := codeError(code); err != nil {
 		if code == codeStale {
 			return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
 		}

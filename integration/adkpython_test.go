@@ -1,6 +1,6 @@
 package integration
 
-// Rows ADK Python wrote are served as ADK's api_server serves them (issue 11):
+// Rows ADK Python wrote are served as ADK's api_server serves them (docs/persistence.md, "What ADK can read"):
 // persist/testdata/adk-python holds the rows ADK Python main (bb56aa56) wrote
 // for every kind of event and what its api_server answered for each session.
 

@@ -1,6 +1,6 @@
-package integration_test
+package integration
 
-// Append benchmarks of SPEC section 8 and the performance issue, each ratio
+// Append benchmarks of docs/benchmarks.md, each ratio
 // taken against references measured in the same run (ceiling_test.go): the
 // minimal atomic append (lua/reference_append.lua) and lua/append.lua itself,
 // both run unpipelined by redis-benchmark at the same concurrency.

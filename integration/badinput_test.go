@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // Bad input with the default limits, through the library and the HTTP API
 // (docs/design.md, "Bad input"): each refused call leaves the namespace

@@ -1,6 +1,6 @@
-package integration_test
+package integration
 
-// Benchmarks of SPEC section 8 on a real standalone Redis (no database):
+// Benchmarks of docs/benchmarks.md on a real standalone Redis (no database):
 // appends at concurrency 1, 10 and 100 next to the EVALSHA ceiling measured in
 // the same run (ceiling_test.go), windowed and full Gets, and the flatness of
 // windows over the history length. Run them through the harness:

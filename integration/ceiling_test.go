@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // The references appends are measured against, in the same run as
 // BenchmarkAppend: redis-benchmark calling, with EVALSHA, the minimal atomic

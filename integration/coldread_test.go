@@ -1,6 +1,6 @@
 package integration
 
-// Cold reads (issue 3, item 4): once Redis has lost a session (flushed,
+// Cold reads (docs/persistence.md, "Cold reads"): once Redis has lost a session (flushed,
 // evicted, restarted), Get, List and GetUserState serve it from Postgres and
 // put it back into Redis atomically; appends keep working; rows written by
 // ADK Python and ADK JS themselves are served.
@@ -110,7 +110,7 @@ func populate(e *wbEnv, app string, perUser, events int) []sessKey {
 }
 
 func runColdRead(t *testing.T, url string, flushAll func(*wbEnv)) {
-	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newWB(t, url, testenv.FreshDatabase(t), concurrentAppends)
 	ctx := wbCtx(t)
 	if flushAll == nil {
 		flushAll = func(e *wbEnv) { require.Positive(t, e.wipeNamespace()) }

@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/adksession/adksession/service"
 )
 
-// SPEC section 4: scripts are loaded with SCRIPT LOAD / EVALSHA and survive
+// docs/design.md, "Redis": scripts are loaded with SCRIPT LOAD / EVALSHA and survive
 // SCRIPT FLUSH. Private servers: flushing the scripts of the shared ones
 // would change what other packages' tests exercise.
 

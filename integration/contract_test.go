@@ -1,6 +1,6 @@
-package integration_test
+package integration
 
-// The contract suite of the Redis-only core (SPEC sections 2, 3, 4, 7): one
+// The contract suite of the Redis-only core (README.md, docs/design.md): one
 // suite, run against a real standalone Redis and a real 3-master Redis
 // Cluster. Every subtest has its own namespace, so tests share the servers
 // without seeing each other and never flush anything.
@@ -35,45 +35,21 @@ func TestContractCluster(t *testing.T) {
 	runContract(t, testenv.ClusterURL(t))
 }
 
-// env is one subtest's view of a Redis deployment: a Service in a namespace
-// of its own, and a raw client to check what is literally in Redis.
+// env is one subtest's view of a Redis deployment (Redis only, unless tweak
+// names a database): a deployment, and the namespace and kind of Redis.
 type env struct {
+	*deployment
 	t       *testing.T
 	url     string
 	ns      string
-	cfg     service.Config
-	svc     *service.Service
-	rdb     redis.UniversalClient
-	keys    cache.Keys
 	cluster bool
 }
 
 func newEnv(t *testing.T, redisURL string, tweak func(*service.Config)) *env {
 	t.Helper()
-	e := &env{t: t, url: redisURL, ns: testenv.UniqueName(t, "ct-") + ":"}
-	e.cfg = service.Config{RedisURL: redisURL, Namespace: e.ns}
-	if tweak != nil {
-		tweak(&e.cfg)
-	}
-	e.svc = e.open()
-	rdb, err := cache.NewClient(redisURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { rdb.Close() })
-	e.rdb = rdb
-	_, e.cluster = rdb.(*redis.ClusterClient)
-	e.keys, err = cache.NewKeys(e.ns, e.cfg.Shards)
-	require.NoError(t, err)
-	return e
-}
-
-// open opens another Service on the same Redis and namespace: another
-// process of the fleet.
-func (e *env) open() *service.Service {
-	e.t.Helper()
-	svc, err := service.Open(ctxT(e.t), e.cfg)
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() { svc.Close(context.Background()) })
-	return svc
+	d := newDeployment(t, "ct-", service.Config{RedisURL: redisURL}, tweak)
+	_, cluster := d.rdb.(*redis.ClusterClient)
+	return &env{deployment: d, t: t, url: redisURL, ns: d.cfg.Namespace, cluster: cluster}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -320,7 +296,7 @@ func testCreate(t *testing.T, url string) {
 	before := e.hash(e.keys.Session("app", "u", "dup").Session)
 	_, err = e.svc.Create(ctx, &service.CreateRequest{AppName: "app", UserID: "u", SessionID: "dup", State: map[string]any{"a": 2}})
 	require.ErrorIs(t, err, service.ErrAlreadyExists)
-	require.Contains(t, err.Error(), "dup")
+	require.EqualError(t, err, "adksession: already exists: session dup of app app, user u")
 	require.Equal(t, before, e.hash(e.keys.Session("app", "u", "dup").Session), "a refused create writes nothing")
 	require.Equal(t, float64(1), stateOf(e.getS("app", "u", "dup"))["a"])
 
@@ -332,7 +308,7 @@ func testCreate(t *testing.T, url string) {
 	} {
 		_, err := e.svc.Get(ctx, req)
 		require.ErrorIs(t, err, service.ErrNotFound, "%+v", req)
-		require.Contains(t, err.Error(), "dup")
+		require.EqualError(t, err, "adksession: not found: session dup of app "+req.AppName+", user "+req.UserID)
 	}
 
 	// The same id under another user or app is another session.
@@ -436,7 +412,7 @@ func testAppend(t *testing.T, url string) {
 
 func testTempState(t *testing.T, url string) {
 	e := newEnv(t, url, nil)
-	other := e.open() // another process on the same Redis and namespace
+	other := e.open(e.cfg) // another process on the same Redis and namespace
 	ctx := ctxT(t)
 	s := e.create("app", "u", "s", nil)
 	k := e.keys.Session("app", "u", "s")
@@ -650,7 +626,7 @@ func testStaleHandle(t *testing.T, url string) {
 	evB := &service.Event{Author: "b", Actions: service.EventActions{StateDelta: map[string]any{"b": 1, "user:b": 1, "app:b": 1, "temp:b": 1}}}
 	err := e.svc.AppendEvent(ctx, b, evB)
 	require.ErrorIs(t, err, service.ErrStaleSession)
-	require.Contains(t, err.Error(), "s")
+	require.EqualError(t, err, "adksession: session handle is stale: session s of app app, user u", "the session is named once")
 	require.Equal(t, before, e.dumpNamespace(), "a stale append writes nothing")
 	require.Empty(t, evB.ID, "the refused event is left as it was")
 	require.Contains(t, evB.Actions.StateDelta, "temp:b")
@@ -678,7 +654,7 @@ func testStaleHandle(t *testing.T, url string) {
 }
 
 func testConcurrentSharedHandle(t *testing.T, url string) {
-	e := newEnv(t, url, func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newEnv(t, url, concurrentAppends)
 	ctx := ctxT(t)
 	s := e.create("app", "u", "s", map[string]any{"init": 1})
 	const n = 100
@@ -733,7 +709,7 @@ func ids(evs []*service.Event) []string {
 }
 
 func testConcurrentStaleHandles(t *testing.T, url string) {
-	e := newEnv(t, url, func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newEnv(t, url, concurrentAppends)
 	ctx := ctxT(t)
 	e.create("app", "u", "s", nil)
 	first := e.getS("app", "u", "s")
@@ -790,7 +766,7 @@ func testConcurrentStaleHandles(t *testing.T, url string) {
 }
 
 func testConcurrentUserState(t *testing.T, url string) {
-	e := newEnv(t, url, func(c *service.Config) { c.ConcurrentAppends = true })
+	e := newEnv(t, url, concurrentAppends)
 	ctx := ctxT(t)
 	const n = 100
 	sessions := make([]*service.Session, n)

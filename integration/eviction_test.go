@@ -1,6 +1,6 @@
 package integration
 
-// The eviction policy check of Open (issue 9, item 11): with a database
+// The eviction policy check of Open (docs/operations.md, "Redis settings"): with a database
 // behind Redis, an allkeys-* policy could evict unflushed writes, so Open
 // refuses it (on every cluster master) unless Config.AllowAllKeysEviction.
 

@@ -1,6 +1,6 @@
 package integration
 
-// Write-behind benchmarks (SPEC section 8, issue 3 item 7), against the
+// Write-behind benchmarks (docs/benchmarks.md, "Write-behind"), against the
 // harness's Redis and Postgres:
 //
 //	integration/testenv.sh go test -run '^$' -bench 'Flush|ColdGet' -benchtime 1x ./integration/
@@ -33,8 +33,8 @@ func benchFleet(b *testing.B, e *wbEnv, n int) []*service.Session {
 	return out
 }
 
-// benchAppend appends one event of a typical size (~400 bytes of JSON).
-func benchAppend(ctx context.Context, svc *service.Service, s *service.Session, i int) error {
+// appendForFlush appends one event of a typical size (~400 bytes of JSON).
+func appendForFlush(ctx context.Context, svc *service.Service, s *service.Session, i int) error {
 	return svc.AppendEvent(ctx, s, &service.Event{InvocationID: fmt.Sprint("inv-", i/4), Author: "model",
 		Content: []byte(fmt.Sprintf(`{"role":"model","parts":[{"text":"reply %d: lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua"}]}`, i)),
 		Actions: service.EventActions{StateDelta: map[string]any{"turn": i, "user:last": i}}})
@@ -54,7 +54,7 @@ func appendParallel(b *testing.B, svc *service.Service, sessions []*service.Sess
 				if i > total {
 					return
 				}
-				if err := benchAppend(context.Background(), svc, sessions[w], i); err != nil {
+				if err := appendForFlush(context.Background(), svc, sessions[w], i); err != nil {
 					b.Error(err)
 					return
 				}
@@ -123,7 +123,7 @@ func BenchmarkFlushLag(b *testing.B) {
 						return
 					case <-tick.C:
 					}
-					if err := benchAppend(context.Background(), e.svc, s, w*1_000_000+i); err != nil {
+					if err := appendForFlush(context.Background(), e.svc, s, w*1_000_000+i); err != nil {
 						b.Error(err)
 						return
 					}
@@ -163,7 +163,7 @@ func benchGet1000(b *testing.B, cold bool) {
 	ctx := wbCtx(b)
 	s := benchFleet(b, e, 1)[0]
 	for i := range 1000 {
-		require.NoError(b, benchAppend(ctx, e.svc, s, i))
+		require.NoError(b, appendForFlush(ctx, e.svc, s, i))
 	}
 	e.flush(e.svc)
 	k := e.sessionKeys("bench", "u0", "s0")

@@ -1,6 +1,6 @@
 package integration
 
-// Bounded memory (issue 9, item 6; SPEC section 7 "Memory"): with a
+// Bounded memory (docs/design.md, "Indexes and lists"): with a
 // database, every key of an idle, flushed session and of its user expires
 // or is pruned; the user index survives losing either of its two keys; the
 // app index holds only unflushed creates while app listings stay complete;

@@ -1,6 +1,6 @@
 package integration
 
-// Bring your own clients (issue 11): Config.Redis and Config.DB take the
+// Bring your own clients (docs/persistence.md, "Your own handles"): Config.Redis and Config.DB take the
 // go-redis client and the database handle a team already configured.
 
 import (

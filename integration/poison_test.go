@@ -1,6 +1,6 @@
 package integration
 
-// Poison isolation in the flusher (issue 9, items 1 and 2; SPEC section 7):
+// Poison isolation in the flusher (docs/design.md, "Poison in the write-behind"):
 // every kind of data the database can never take, written straight into
 // Redis as a bug or an older version might, next to healthy sessions of the
 // same shard and the same user. The flusher dead-letters each poison alone,

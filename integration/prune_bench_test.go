@@ -1,6 +1,6 @@
 package integration
 
-// The prune's throughput (issue 14, item 1), against the harness's Redis and
+// The prune's throughput (docs/operations.md, "Retention"), against the harness's Redis and
 // Postgres:
 //
 //	integration/testenv.sh go test -run '^$' -bench PruneThroughput -benchtime 1x ./integration/

@@ -1,6 +1,6 @@
 package integration
 
-// Retention (issue 14, item 1): Service.Prune against real Postgres and real
+// Retention (docs/operations.md, "Retention"): Service.Prune against real Postgres and real
 // Redis. Every test compares the database with the model of what was
 // acknowledged minus what the prune deleted (checkDB), and looks at the
 // Redis keys of the pruned sessions themselves.

@@ -1,6 +1,6 @@
 package integration
 
-// Redis faults that must lose nothing acknowledged (SPEC section 7): a
+// Redis faults that must lose nothing acknowledged (docs/design.md, "Redis faults"): a
 // redis-server killed (SIGKILL) and restarted with AOF, and a Redis Cluster
 // master failed over, each under a concurrent append load. Every event
 // carries an id the test chose, so what is stored can be compared with what
@@ -163,12 +163,6 @@ func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 	return time.Since(began)
 }
 
-// newFaultEnv opens a Service with ConcurrentAppends on redisURL, with a
-// migrated database at dbURL, or Redis only when dbURL is empty.
-func newFaultEnv(t *testing.T, redisURL, dbURL string) *wbEnv {
-	return newWB(t, redisURL, dbURL, func(c *service.Config) { c.ConcurrentAppends = true })
-}
-
 // checkStored compares what svc's Get returns for every session with the
 // ledger: event ids stored once each, only ids that were attempted, every
 // acknowledged event present and in order, as acknowledged. It then records
@@ -250,7 +244,7 @@ func TestFaultRedisRestartAOF(t *testing.T) {
 			if tc.db {
 				dbURL = testenv.FreshDatabase(t)
 			}
-			testRedisRestart(t, srv, newFaultEnv(t, srv.URL, dbURL))
+			testRedisRestart(t, srv, newWB(t, srv.URL, dbURL, concurrentAppends))
 		})
 	}
 }
@@ -348,7 +342,7 @@ func TestFaultClusterFailover(t *testing.T) {
 
 func testClusterFailover(t *testing.T, waitReplicas int) {
 	cl := testenv.StartCluster(t)
-	e := newFaultEnv(t, cl.URL, "")
+	e := newWB(t, cl.URL, "", concurrentAppends)
 	if waitReplicas > 0 {
 		e.cfg.WaitReplicas = waitReplicas
 		e.svc = e.open(e.cfg)

@@ -1,6 +1,6 @@
 package integration
 
-// A full Redis (issue 9, item 9; SPEC section 7, "Memory"): under maxmemory
+// A full Redis (docs/design.md, "Write-behind"): under maxmemory
 // with volatile-lru, appends refused while Redis is full fail with
 // ErrRedisFull and write nothing; the write-behind's own writes still run,
 // so the backlog drains, flushed sessions get their TTL and are evicted,

@@ -1,6 +1,6 @@
 package integration
 
-// Rewind after a cache loss (issue 9, item 13): the create-time session
+// Rewind after a cache loss (docs/rewind.md): the create-time session
 // state survives in the database, so a rewind before the first invocation
 // restores it whether Redis still holds the session's undo records or the
 // deltas are recomputed from the database after Redis lost the session.

@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // Rewind against real Redis (standalone and cluster): ADK's A/B/C example,
 // keys added, changed and nulled after the point, artifacts, create-time
@@ -15,10 +15,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
@@ -34,23 +32,16 @@ func TestRewindCluster(t *testing.T) {
 	runRewind(t, testenv.ClusterURL(t))
 }
 
-// rwEnv is a Service in a namespace of its own.
+// rwEnv is the contract tests' env with the steps of a rewind test: one
+// app and user, sessions by id.
 type rwEnv struct {
-	t   *testing.T
+	*env
 	ctx context.Context
-	svc *service.Service
-	ns  string
-	url string
 }
 
 func newRwEnv(t *testing.T, url string, concurrent bool) *rwEnv {
 	t.Helper()
-	ctx := context.Background()
-	ns := testenv.UniqueName(t, "rw") + ":"
-	svc, err := service.Open(ctx, service.Config{RedisURL: url, Namespace: ns, ConcurrentAppends: concurrent})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, svc.Close(ctx)) })
-	return &rwEnv{t: t, ctx: ctx, svc: svc, ns: ns, url: url}
+	return &rwEnv{env: newEnv(t, url, func(c *service.Config) { c.ConcurrentAppends = concurrent }), ctx: ctxT(t)}
 }
 
 func (e *rwEnv) create(sid string, state map[string]any) *service.Session {
@@ -342,7 +333,7 @@ func runRewind(t *testing.T, url string) {
 		e.step("s", "A", map[string]any{"k": 1.0}, nil)
 		_, err := e.svc.Rewind(e.ctx, &service.RewindRequest{AppName: "app", UserID: "u", SessionID: "s", BeforeInvocationID: "nope"})
 		require.ErrorIs(t, err, service.ErrNotFound)
-		require.Contains(t, err.Error(), "nope")
+		require.EqualError(t, err, "adksession: not found: invocation nope in session s of app app, user u")
 		_, err = e.svc.Rewind(e.ctx, &service.RewindRequest{AppName: "app", UserID: "u", SessionID: "missing", BeforeInvocationID: "A"})
 		require.ErrorIs(t, err, service.ErrNotFound)
 		_, err = e.svc.Rewind(e.ctx, &service.RewindRequest{AppName: "app", UserID: "other", SessionID: "s", BeforeInvocationID: "A"})
@@ -370,9 +361,7 @@ func runRewind(t *testing.T, url string) {
 	t.Run("UndoRecordsTrimmed", func(t *testing.T) {
 		t.Parallel()
 		e := newRwEnv(t, url, false)
-		rdb := rwClient(t, url)
-		keys, err := cache.NewKeys(e.ns, 0)
-		require.NoError(t, err)
+		rdb, keys := e.rdb, e.keys
 		build := func(sid string) {
 			e.create(sid, map[string]any{"k": "c", "keep": 1.0})
 			e.step(sid, "A", map[string]any{"k": "a"}, map[string]int64{"f": 0})
@@ -470,18 +459,13 @@ func runRewind(t *testing.T, url string) {
 // Postgres: older than the cached tail, and evicted from Redis altogether.
 func TestRewindFromDatabase(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	url := testenv.RedisURL(t)
-	ns := testenv.UniqueName(t, "rwdb") + ":"
+	ctx := ctxT(t)
 	db := testenv.FreshDatabase(t)
 	require.NoError(t, persist.Migrate(ctx, db))
-	svc, err := service.Open(ctx, service.Config{RedisURL: url, Namespace: ns, DatabaseURL: db, MaxCachedEvents: 2})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, svc.Close(ctx)) })
-	e := &rwEnv{t: t, ctx: ctx, svc: svc, ns: ns, url: url}
-	rdb := rwClient(t, url)
-	keys, err := cache.NewKeys(ns, 0)
-	require.NoError(t, err)
+	e := &rwEnv{ctx: ctx, env: newEnv(t, testenv.RedisURL(t), func(c *service.Config) {
+		c.DatabaseURL, c.MaxCachedEvents = db, 2
+	})}
+	svc, rdb, keys := e.svc, e.rdb, e.keys
 	create := map[string]any{"k": "c", "keep": 1.0}
 	build := func(sid string) {
 		e.create(sid, create)
@@ -537,16 +521,6 @@ func nonNilFiles(m map[string]int64) map[string]int64 {
 		return map[string]int64{}
 	}
 	return m
-}
-
-// rwClient is a raw client on the deployment, to act as the flusher or an
-// eviction would.
-func rwClient(t *testing.T, url string) redis.UniversalClient {
-	t.Helper()
-	rdb, err := cache.NewClient(url)
-	require.NoError(t, err)
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
 }
 
 // BenchmarkRewind measures a rewind that undoes 10 events at two history

@@ -1,4 +1,4 @@
-package integration_test
+package integration
 
 // The Redis cost of one append, counted in instructions rather than timed:
 // redis-server runs under valgrind's callgrind, which counts the

@@ -1,6 +1,6 @@
 package integration
 
-// Takeover (issue 14, item 3): a flusher that stops cleanly hands its shards
+// Takeover (docs/operations.md, "Flushers taking over"): a flusher that stops cleanly hands its shards
 // over at once; one that dies keeps them for Config.FlushLeaseTTL.
 
 import (

@@ -273,7 +273,7 @@ func testEventIDRetry(t *testing.T, url string) {
 	before = e.dump()
 	err := e.svc.AppendEvent(ctx, lost, other)
 	require.ErrorIs(t, err, service.ErrAlreadyExists)
-	require.Contains(t, err.Error(), "ev-1")
+	require.EqualError(t, err, "adksession: already exists: event ev-1: session s of app app, user u holds another event with this id")
 	require.Equal(t, before, e.dump(), "a reused id writes nothing")
 
 	got := e.getSess("app", "u", "s")

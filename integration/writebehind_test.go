@@ -1,6 +1,6 @@
 package integration
 
-// Write-behind (SPEC sections 4 and 5, issue 3) against real Redis
+// Write-behind (docs/design.md, "Write-behind") against real Redis
 // (standalone and a 3-master Cluster) and a real Postgres: every test
 // asserts that the database rows equal what was acknowledged, row for row.
 // The helpers here (wbEnv, model, checkDB) are shared by faults_test.go,
@@ -20,7 +20,6 @@ import (
 	"time"
 
 	_ "github.com/lib/pq"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
@@ -28,17 +27,10 @@ import (
 	"github.com/adksession/adksession/service"
 )
 
-// wbEnv is one test's deployment: a Service over a Redis namespace of its
-// own and a fresh Postgres database, a raw Redis client and a raw SQL
-// connection to look at what is literally stored, and the model of what was
-// acknowledged.
+// wbEnv is one test's deployment over a fresh Postgres database (or Redis
+// only), with the model of what was acknowledged.
 type wbEnv struct {
-	t     testing.TB
-	cfg   service.Config
-	svc   *service.Service
-	rdb   redis.UniversalClient
-	db    *sql.DB
-	keys  cache.Keys
+	*deployment
 	model *model
 }
 
@@ -52,44 +44,13 @@ func wbCtx(t testing.TB) context.Context {
 // with an empty dbURL, Redis only.
 func newWB(t testing.TB, redisURL, dbURL string, tweak func(*service.Config)) *wbEnv {
 	t.Helper()
-	ctx := wbCtx(t)
-	if dbURL != "" {
-		require.NoError(t, service.Migrate(ctx, dbURL))
-	}
-	e := &wbEnv{t: t, model: newModel()}
-	e.cfg = service.Config{RedisURL: redisURL, DatabaseURL: dbURL, Namespace: testenv.UniqueName(t, "wb-") + ":",
-		FlushInterval: 20 * time.Millisecond}
-	if tweak != nil {
-		tweak(&e.cfg)
-	}
-	e.svc = e.open(e.cfg)
-	rdb, err := cache.NewClient(redisURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { rdb.Close() })
-	e.rdb = rdb
-	e.keys, err = cache.NewKeys(e.cfg.Namespace, e.cfg.Shards)
-	require.NoError(t, err)
-	if dbURL == "" {
-		return e
-	}
-	e.db, err = sql.Open("postgres", dbURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { e.db.Close() })
-	return e
+	cfg := service.Config{RedisURL: redisURL, DatabaseURL: dbURL, FlushInterval: 20 * time.Millisecond}
+	return &wbEnv{deployment: newDeployment(t, "wb-", cfg, tweak), model: newModel()}
 }
 
-// open opens another Service (another process of the fleet) with cfg.
-func (e *wbEnv) open(cfg service.Config) *service.Service {
-	e.t.Helper()
-	svc, err := service.Open(wbCtx(e.t), cfg)
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-	})
-	return svc
-}
+// concurrentAppends is the Config tweak of tests whose appenders race
+// (Config.ConcurrentAppends).
+func concurrentAppends(c *service.Config) { c.ConcurrentAppends = true }
 
 func (e *wbEnv) flush(svc *service.Service) {
 	e.t.Helper()

@@ -2,6 +2,9 @@
 // with their event windows, and (with a database) read-through when Redis no
 // longer holds a session, rehydrating Redis atomically (hydrate.lua writes
 // only if no append or other loader got there first).
+//
+// It is internal to adksession: its exported names serve package service and
+// may change at any time. Programs use package service.
 package loader
 
 import (
@@ -14,14 +17,11 @@ import (
 	"github.com/adksession/adksession/persist"
 )
 
-// ErrNotFound: neither Redis nor the database has the session.
-var ErrNotFound = errors.New("adksession: session not found")
-
 // Options configure a Loader.
 type Options struct {
 	DB              *persist.Store // nil: Redis only
-	CacheTTL        time.Duration  // TTL of rehydrated (fully flushed) keys
-	MaxCachedEvents int            // events put back per session
+	CacheTTL        time.Duration  // TTL of rehydrated (fully flushed) keys (service.Config.CacheTTL)
+	MaxCachedEvents int            // events put back per session (service.Config.MaxCachedEvents)
 }
 
 // Loader reads sessions, cache first.
@@ -30,14 +30,9 @@ type Loader struct {
 	opts  Options
 }
 
-// New returns a Loader over the cache (and the database of o).
+// New returns a Loader over the cache (and the database of o). The values of
+// o are used as given: service.Config holds their defaults.
 func New(c *cache.Store, o Options) *Loader {
-	if o.MaxCachedEvents <= 0 {
-		o.MaxCachedEvents = 1000
-	}
-	if o.CacheTTL <= 0 {
-		o.CacheTTL = 24 * time.Hour
-	}
 	return &Loader{cache: c, opts: o}
 }
 
@@ -58,7 +53,7 @@ func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, err
 			return snap, l.olderEvents(ctx, a, snap)
 		}
 		if errors.Is(err, cache.ErrDeleted) || (l.opts.DB == nil && errors.Is(err, cache.ErrNotCached)) {
-			return nil, ErrNotFound
+			return nil, cache.SessionError(cache.ErrNotFound, a.App, a.User, a.SID)
 		}
 		if attempt == 2 || l.opts.DB == nil {
 			return nil, err
@@ -71,8 +66,8 @@ func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, err
 
 // Recover puts back into Redis what a script reported missing (cause:
 // cache.ErrNotCached, ErrIncomplete, ErrUserNotCached or ErrAppNotCached),
-// reading it from the database. ErrNotFound when the database has no such
-// session either.
+// reading it from the database. cache.ErrNotFound (wrapped by
+// cache.SessionError) when the database has no such session either.
 func (l *Loader) Recover(ctx context.Context, app, user, sid string, cause error) error {
 	if l.opts.DB == nil {
 		return cause
@@ -93,8 +88,8 @@ func (l *Loader) Recover(ctx context.Context, app, user, sid string, cause error
 func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) error {
 	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
 	s, err := l.opts.DB.LoadSession(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
-	if errors.Is(err, persist.ErrNotFound) {
-		return ErrNotFound
+	if errors.Is(err, cache.ErrNotFound) {
+		return cache.SessionError(cache.ErrNotFound, app, user, sid)
 	}
 	if err != nil {
 		return fmt.Errorf("load session %s from the database: %w", sid, err)

@@ -21,7 +21,7 @@
 -- ARGV[9] -> number of session-state pairs S, then S pairs (key, JSON value)
 -- ARGV[10+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
---         again), {-1} the id exists, {-4} the user's state is not cached (load it, then retry).
+--         again), {-10} the id exists, {-4} the user's state is not cached (load it, then retry).
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local undo, ids = KEYS[8], KEYS[9]
@@ -42,7 +42,7 @@ if redis.call('EXISTS', sess) == 1 then
     if meta[2] == ARGV[8] then
       return {0}
     end
-    return {-1}
+    return {-10}
   end
 end
 if durable and redis.call('EXISTS', user) == 0 then

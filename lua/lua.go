@@ -8,6 +8,10 @@
 // run on standalone Redis and on Redis Cluster. lib.lua (input checks,
 // commands in chunks that Lua's unpack can take) is put in front of each.
 // Package cache wraps them.
+//
+// It is internal to adksession: the scripts, their KEYS and ARGV, change with
+// the key layout (docs/redis-keys.md is the contract for tools that read
+// Redis). Programs use package service.
 package lua
 
 import (

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/adksession/adksession/cache"
 )
 
 // timeText is SQL that formats a timestamp column as
@@ -189,7 +191,7 @@ func TestApplyDeleteIsFinal(t *testing.T) {
 			apply(t, s, b)
 			same(t, "after replay", dump(t, s), d)
 		}
-		if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, ErrNotFound) {
+		if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, cache.ErrNotFound) {
 			t.Fatalf("LoadSession of a deleted session: got %v, want ErrNotFound", err)
 		}
 		ok, err := s.SessionExists(ctx, k)

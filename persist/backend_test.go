@@ -2,14 +2,10 @@ package persist
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/adksession/adksession/integration/testenv"
 )
 
 // backend makes fresh databases of one kind for the contract tests.
@@ -22,49 +18,11 @@ type backend struct {
 
 var backends = []backend{
 	{name: "sqlite", newURL: sqliteURL},
-	{name: "postgres", newURL: postgresURL},
+	{name: "postgres", newURL: testenv.FreshDatabase},
 }
 
 func sqliteURL(t testing.TB) string {
 	return "sqlite://" + filepath.Join(t.TempDir(), "adksession.db")
-}
-
-// postgresURL creates a database on the server of ADKSESSION_TEST_DATABASE_URL
-// and drops it when the test ends. Without that variable the test is skipped,
-// or fails when ADKSESSION_TEST_REQUIRE=1.
-func postgresURL(t testing.TB) string {
-	base := os.Getenv("ADKSESSION_TEST_DATABASE_URL")
-	if base == "" {
-		if os.Getenv("ADKSESSION_TEST_REQUIRE") == "1" {
-			t.Fatal("ADKSESSION_TEST_DATABASE_URL is not set and ADKSESSION_TEST_REQUIRE=1")
-		}
-		t.Skip("ADKSESSION_TEST_DATABASE_URL is not set")
-	}
-	admin, err := sql.Open("postgres", base)
-	must(t, err)
-	defer admin.Close()
-	var b [8]byte
-	rand.Read(b[:])
-	name := "adksession_test_" + hex.EncodeToString(b[:])
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
-	must(t, err)
-	t.Cleanup(func() {
-		admin, err := sql.Open("postgres", base)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("DROP DATABASE " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	must(t, err)
-	u.Path = "/" + name
-	return u.String()
 }
 
 // migrated returns an open Store on a fresh, migrated database of b.

@@ -15,9 +15,11 @@ import (
 	"github.com/adksession/adksession/cache"
 )
 
-// FlusherOptions configure a Flusher; zero values take the defaults.
+// FlusherOptions configure a Flusher. BatchSize, CacheTTL, MaxCachedEvents
+// and LeaseTTL are service.Config's, which holds their defaults; the other
+// zero values take the defaults given here.
 type FlusherOptions struct {
-	BatchSize int // change-log entries per transaction (default 500)
+	BatchSize int // change-log entries per transaction (Config.FlushBatchSize; required)
 	// Interval is the longest an idle flusher waits before it looks at
 	// every shard again. Idle, it waits for a wakeup: the scripts publish
 	// on the wake channel when a shard's change log gets its first entry.
@@ -27,9 +29,9 @@ type FlusherOptions struct {
 	// shards, so that an idle process costs Redis at most 4 commands a
 	// second. At work, a flusher passes over the shards back to back.
 	Interval        time.Duration
-	CacheTTL        time.Duration // TTL of idle, fully flushed sessions (default 24h)
-	MaxCachedEvents int           // flushed events a session keeps in Redis (default 1000)
-	LeaseTTL        time.Duration // how long a shard stays with a flusher that stopped renewing (default 15s)
+	CacheTTL        time.Duration // TTL of idle, fully flushed sessions (Config.CacheTTL; required)
+	MaxCachedEvents int           // flushed events a session keeps in Redis (Config.MaxCachedEvents; required)
+	LeaseTTL        time.Duration // how long a shard stays with a flusher that stopped renewing (Config.FlushLeaseTTL; required)
 	MaxBackoff      time.Duration // cap of the retry backoff on database errors (default 30s)
 	// Parallel is how many shards a pass flushes at once (default 4), each
 	// in a transaction of its own.
@@ -38,18 +40,6 @@ type FlusherOptions struct {
 }
 
 func (o FlusherOptions) withDefaults() FlusherOptions {
-	if o.BatchSize <= 0 {
-		o.BatchSize = 500
-	}
-	if o.CacheTTL <= 0 {
-		o.CacheTTL = 24 * time.Hour
-	}
-	if o.MaxCachedEvents <= 0 {
-		o.MaxCachedEvents = 1000
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = 15 * time.Second
-	}
 	if o.Parallel <= 0 {
 		o.Parallel = 4
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/adksession/adksession/integration/testenv"
 )
 
 // listAll pages through ListSessions, size at a time.
@@ -119,7 +121,7 @@ func keyList(keys []SessionKey) string {
 // icuPostgresURL is postgresURL for a database whose default collation is
 // ICU's English one (a, A, b, B, ...), not byte order.
 func icuPostgresURL(t testing.TB) string {
-	u := postgresURL(t)
+	u := testenv.FreshDatabase(t)
 	pu, err := url.Parse(u)
 	must(t, err)
 	name := strings.TrimPrefix(pu.Path, "/")

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/adksession/adksession/cache"
 )
 
 // LoadEvent reads the event of a session with the given id, whatever its
-// age; ErrNotFound when the database has none. Seq is not filled in. It is
+// age; cache.ErrNotFound when the database has none. Seq is not filled in. It is
 // one primary-key lookup: the append path uses it to tell a retried event
 // from a new one when the session's older events are no longer in Redis.
 func (s *Store) LoadEvent(ctx context.Context, key SessionKey, id string) (*EventRow, error) {
@@ -18,7 +20,7 @@ func (s *Store) LoadEvent(ctx context.Context, key SessionKey, id string) (*Even
 WHERE id = $1 AND app_name = $2 AND user_id = $3 AND session_id = $4`,
 		id, key.AppName, key.UserID, key.SessionID).Scan(&e.ID, &e.InvocationID, &ts, &e.Data)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, cache.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up event %q of session %q: %w", id, key.SessionID, err)

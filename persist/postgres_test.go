@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/adksession/adksession/integration/testenv"
 )
 
 // The tests in this file use what only Postgres has: the reference DDL,
@@ -57,7 +59,7 @@ func rawPostgres(t *testing.T, u string) *sql.DB {
 func TestPostgresSchemaIsTheReference(t *testing.T) {
 	t.Parallel()
 	s := migrated(t, backends[1])
-	ref := rawPostgres(t, postgresURL(t))
+	ref := rawPostgres(t, testenv.FreshDatabase(t))
 	execFile(t, ref, "adk-v1-schema.sql", "adk-v1-cascade-trigger.sql")
 	want := pgDescription(t, ref)
 	if len(want["columns"]) != 22 || len(want["indexes"]) != 6 || len(want["triggers"]) != 1 {
@@ -71,7 +73,7 @@ func TestPostgresSchemaIsTheReference(t *testing.T) {
 func TestPostgresAdoptsADKPythonDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u := postgresURL(t)
+	u := testenv.FreshDatabase(t)
 	raw := rawPostgres(t, u)
 	execFile(t, raw, "adk-python-v1-postgres.sql")
 	before := pgDescription(t, raw)

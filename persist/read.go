@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/adksession/adksession/cache"
 )
 
 // Window selects events: those with timestamp >= After (zero: no bound),
@@ -48,7 +50,7 @@ LEFT JOIN adksession_sessions AS t
 )
 
 // LoadSession reads a session, its app and user state and the events of
-// window w in one snapshot. It returns ErrNotFound when the database has no
+// window w in one snapshot. It returns cache.ErrNotFound when the database has no
 // such session.
 func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
 	tx, err := s.beginTx(ctx, s.rd, readTx)
@@ -73,7 +75,7 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 }
 
 // LoadEvents reads the events of window w that are older than seq beforeSeq
-// (0: no bound), oldest first. It returns ErrNotFound when the database has
+// (0: no bound), oldest first. It returns cache.ErrNotFound when the database has
 // no such session.
 func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, beforeSeq int64) ([]EventRow, error) {
 	tx, err := s.beginTx(ctx, s.rd, readTx)
@@ -110,7 +112,7 @@ func loadSessionRow(ctx context.Context, q querier, key SessionKey) (*LoadedSess
 WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
 		key.AppName, key.UserID, key.SessionID).Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, cache.ErrNotFound
 	}
 	if err != nil {
 		return nil, err

@@ -10,6 +10,10 @@
 // Store keeps event JSON opaque; eventform.go converts an event between
 // ADK's API form and the storage form of event_data, following ADK Python's
 // models (eventmodels.go).
+//
+// It is internal to adksession: its exported names serve the packages of this
+// module and may change at any time. Programs use package service (Migrate,
+// ErrSchema, the flusher that Open starts).
 package persist
 
 import (
@@ -26,10 +30,6 @@ import (
 // ErrSchema reports a database whose schema is not the one this version of
 // adksession writes; run Migrate. It is wrapped with the versions found.
 var ErrSchema = errors.New("adksession: database schema is not migrated")
-
-// ErrNotFound reports a session that has no row in the database, or that
-// Apply deleted.
-var ErrNotFound = errors.New("adksession: session not found in database")
 
 // ErrInvalidBatch reports a batch that no retry can apply (an event whose
 // data is not a JSON object, a state value that is not JSON). Apply wraps it

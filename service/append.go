@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/loader"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -153,10 +152,12 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 		}
 		return nil, nil
-	case errors.Is(err, loader.ErrNotFound), errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
-		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, a.SID, a.App, a.User)
-	case errors.Is(err, cache.ErrStale):
-		return nil, fmt.Errorf("%w: session %s: %v", ErrStaleSession, a.SID, err)
+	case errors.Is(err, ErrNotFound):
+		return nil, err
+	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
+		return nil, sessionError(ErrNotFound, a.App, a.User, a.SID)
+	case errors.Is(err, ErrStaleSession):
+		return nil, sessionError(ErrStaleSession, a.App, a.User, a.SID)
 	case err != nil:
 		return nil, fmt.Errorf("append event %s to session %s: %w", a.EventID, a.SID, err)
 	}
@@ -185,7 +186,7 @@ func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cac
 				}
 				return nil, &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}, Flushed: true}
 			}
-			if !errors.Is(lerr, persist.ErrNotFound) {
+			if !errors.Is(lerr, ErrNotFound) {
 				return nil, lerr
 			}
 			args.CheckID = false
@@ -224,7 +225,7 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 		return fmt.Errorf("append event %s to session %s: %w", sent.ID, a.SID, err)
 	}
 	if !same {
-		return fmt.Errorf("%w: event %s: session %s of app %s, user %s holds another event with this id", ErrAlreadyExists, sent.ID, a.SID, a.App, a.User)
+		return fmt.Errorf("%w: event %s: %s holds another event with this id", ErrAlreadyExists, sent.ID, cache.SessionName(a.App, a.User, a.SID))
 	}
 	sent.Timestamp = time.UnixMicro(rec.Ts).UTC()
 	*ev = *sent

@@ -32,7 +32,7 @@ type CreateResponse struct{ Session *Session }
 // it holds only the state the create wrote.
 func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
 	if req == nil {
-		return nil, fmt.Errorf("%w: create request: nil", ErrInvalidArgument)
+		return nil, nilArgument("create request")
 	}
 	sid := req.SessionID
 	if sid == "" {
@@ -63,8 +63,8 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		}
 	}
 	switch {
-	case errors.Is(err, cache.ErrExists):
-		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrAlreadyExists, sid, req.AppName, req.UserID)
+	case errors.Is(err, ErrAlreadyExists):
+		return nil, sessionError(ErrAlreadyExists, req.AppName, req.UserID, sid)
 	case err != nil:
 		return nil, fmt.Errorf("create session %s: %w", sid, err)
 	}
@@ -112,5 +112,5 @@ func (s *Service) checkNotInDatabase(ctx context.Context, app, user, sid string)
 	if dead, err := s.cache.Tombstoned(ctx, app, user, sid); err != nil || dead {
 		return err
 	}
-	return fmt.Errorf("%w: session %s of app %s, user %s", ErrAlreadyExists, sid, app, user)
+	return sessionError(ErrAlreadyExists, app, user, sid)
 }

@@ -2,11 +2,8 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/adksession/adksession/cache"
 )
 
 // DeadLetter is a change the flusher gave up on (the database refused it
@@ -72,21 +69,11 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]ShardDeadLetter
 // when the list no longer holds it (another operator handled it);
 // ErrInvalidArgument when it holds no change.
 func (s *Service) RetryDeadLetter(ctx context.Context, shard int, entry string) error {
-	return s.deadLetterError(s.cache.RetryDeadLetter(ctx, shard, entry))
+	return s.cache.RetryDeadLetter(ctx, shard, entry)
 }
 
 // DropDeadLetter forgets a dead letter: what it would have written never
 // reaches the database. ErrNotFound when the list no longer holds it.
 func (s *Service) DropDeadLetter(ctx context.Context, shard int, entry string) error {
-	return s.deadLetterError(s.cache.DropDeadLetter(ctx, shard, entry))
-}
-
-func (s *Service) deadLetterError(err error) error {
-	switch {
-	case errors.Is(err, cache.ErrNoDeadLetter):
-		return fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, cache.ErrNotRetryable):
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	return err
+	return s.cache.DropDeadLetter(ctx, shard, entry)
 }

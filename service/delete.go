@@ -12,7 +12,7 @@ type DeleteRequest struct{ AppName, UserID, SessionID string }
 // Deleting a missing session is not an error.
 func (s *Service) Delete(ctx context.Context, req *DeleteRequest) error {
 	if req == nil {
-		return fmt.Errorf("%w: delete request: nil", ErrInvalidArgument)
+		return nilArgument("delete request")
 	}
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/loader"
 )
 
 // GetRequest asks for a session and a window of its events.
@@ -30,7 +29,7 @@ type GetResponse struct{ Session *Session }
 // state. An unknown session, or one of another user or app, is ErrNotFound.
 func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error) {
 	if req == nil {
-		return nil, fmt.Errorf("%w: get request: nil", ErrInvalidArgument)
+		return nil, nilArgument("get request")
 	}
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return nil, err
@@ -52,8 +51,8 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 		After: after, NumRecent: req.NumRecentEvents, InvocationID: req.InvocationID,
 	})
 	switch {
-	case errors.Is(err, loader.ErrNotFound):
-		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+	case errors.Is(err, ErrNotFound):
+		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 	}

@@ -43,7 +43,7 @@ var placeholder = regexp.MustCompile(`\{+[^{}]*\}+`)
 // expects JSON). ctx is unused; it is there for an artifact service.
 func InjectState(ctx context.Context, template string, sess *Session) (string, error) {
 	if sess == nil {
-		return "", fmt.Errorf("%w: session: nil", ErrInvalidArgument)
+		return "", nilArgument("session")
 	}
 	var firstErr error
 	out := placeholder.ReplaceAllStringFunc(template, func(m string) string {

@@ -46,6 +46,9 @@ type SessionInfo struct {
 // memory of its keys, its state keys per scope. For operators
 // (`adksession inspect`); it costs a Get and one pipeline of reads.
 func (s *Service) Inspect(ctx context.Context, req *GetRequest) (*SessionInfo, error) {
+	if req == nil {
+		return nil, nilArgument("inspect request")
+	}
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return nil, err
 	}

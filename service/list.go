@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/loader"
 )
 
@@ -30,6 +29,9 @@ type ListResponse struct {
 // no events; those Redis no longer holds are read from the database, one
 // query per page, without loading their events.
 func (s *Service) List(ctx context.Context, req *ListRequest) (*ListResponse, error) {
+	if req == nil {
+		return nil, nilArgument("list request")
+	}
 	if err := checkID("AppName", req.AppName, MaxIDBytes); err != nil {
 		return nil, err
 	}
@@ -55,8 +57,8 @@ func (s *Service) List(ctx context.Context, req *ListRequest) (*ListResponse, er
 	} else {
 		items, next, err = s.loader.ListApp(ctx, req.AppName, req.PageToken, size)
 	}
-	if errors.Is(err, cache.ErrBadToken) {
-		return nil, fmt.Errorf("%w: PageToken: %v", ErrInvalidArgument, err)
+	if errors.Is(err, ErrInvalidArgument) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)

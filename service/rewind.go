@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/loader"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -56,7 +55,7 @@ var deltasMarker = []byte(`"stateDelta":{},"artifactDelta":{}`)
 // deltas are computed from the full history instead, as ADK does.
 func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error) {
 	if req == nil {
-		return nil, fmt.Errorf("%w: rewind request: nil", ErrInvalidArgument)
+		return nil, nilArgument("rewind request")
 	}
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return nil, err
@@ -115,7 +114,7 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 				return nil, err
 			}
 		case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
-			return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+			return nil, sessionError(ErrNotFound, req.AppName, req.UserID, req.SessionID)
 		default:
 			return nil, fmt.Errorf("rewind session %s before invocation %s: %w", req.SessionID, req.BeforeInvocationID, err)
 		}
@@ -134,7 +133,7 @@ func rewindEvent(res *cache.RewindResult) (*Event, error) {
 }
 
 func (s *Service) unknownInvocation(req *RewindRequest) error {
-	return fmt.Errorf("%w: invocation %s in session %s of app %s, user %s", ErrNotFound, req.BeforeInvocationID, req.SessionID, req.AppName, req.UserID)
+	return fmt.Errorf("%w: invocation %s in %s", ErrNotFound, req.BeforeInvocationID, cache.SessionName(req.AppName, req.UserID, req.SessionID))
 }
 
 // loadForRewind puts back what the rewind script found missing (cause):
@@ -150,8 +149,8 @@ func (s *Service) loadForRewind(ctx context.Context, req *RewindRequest, cause e
 		_, err = s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1, NumRecent: 1})
 	}
 	switch {
-	case errors.Is(err, loader.ErrNotFound):
-		return fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+	case errors.Is(err, ErrNotFound):
+		return err
 	case err != nil:
 		return fmt.Errorf("rewind session %s: %w", req.SessionID, err)
 	}
@@ -166,8 +165,8 @@ func (s *Service) loadForRewind(ctx context.Context, req *RewindRequest, cause e
 func (s *Service) rewindHistory(ctx context.Context, req *RewindRequest) (*cache.Snapshot, error) {
 	snap, err := s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1})
 	switch {
-	case errors.Is(err, loader.ErrNotFound):
-		return nil, fmt.Errorf("%w: session %s of app %s, user %s", ErrNotFound, req.SessionID, req.AppName, req.UserID)
+	case errors.Is(err, ErrNotFound):
+		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("rewind session %s: read history: %w", req.SessionID, err)
 	}

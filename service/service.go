@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -91,24 +90,11 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents})
 	if s.db != nil && !cfg.DisableFlusher {
-		s.flusher = s.NewFlusher(cfg.Logger)
+		s.flusher = s.newFlusher(cfg.Logger)
 		s.flusher.Start(ctx)
 	}
 	s.startRetention(ctx, cfg.Retention, cfg.logger())
 	return s, nil
-}
-
-// NewFlusher returns a flusher of this service's change log into its
-// database (nil without a database), for programs that run flushers of
-// their own, such as `adksession flush`. Start it with Start, end it with Stop.
-func (s *Service) NewFlusher(logger *slog.Logger) *persist.Flusher {
-	if s.db == nil {
-		return nil
-	}
-	return persist.NewFlusher(s.db, s.cache, persist.FlusherOptions{
-		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL, LeaseTTL: s.cfg.FlushLeaseTTL,
-		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger,
-	})
 }
 
 // Migrate creates or upgrades the database schema at databaseURL (ADK's
@@ -223,27 +209,6 @@ func (s *Service) Ready(ctx context.Context) error {
 		return s.db.Ready(ctx)
 	}
 	return nil
-}
-
-// Backlog reports the write-behind's unflushed entries, lag and dead letters.
-func (s *Service) Backlog(ctx context.Context) (cache.Backlog, error) {
-	return s.cache.Backlog(ctx)
-}
-
-// RecentBacklog is Backlog as the flushers last reported it (one Redis
-// command), for dashboards that poll: busy flushers report every second, idle
-// ones every 10 to 16 s; when none has reported for a minute it is read from
-// every shard, as Backlog.
-func (s *Service) RecentBacklog(ctx context.Context) (cache.Backlog, error) {
-	return s.cache.RecentBacklog(ctx, time.Minute)
-}
-
-// FlusherStats are the counters of this process's flusher (zero without one).
-func (s *Service) FlusherStats() persist.FlusherStats {
-	if s.flusher == nil {
-		return persist.FlusherStats{}
-	}
-	return s.flusher.Stats()
 }
 
 // WriteStats count this process's write scripts (appends, creates, deletes,

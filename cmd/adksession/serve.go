@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/service"
 	"github.com/adksession/adksession/service/httpapi"
 )
@@ -65,7 +63,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.migrate, "migrate", false, "migrate the database schema at start (always done for the embedded SQLite file)")
 	fs.BoolVar(&f.concurrentAppends, "concurrent-appends", false, "let appends through an out-of-date handle apply (Config.ConcurrentAppends) instead of answering 409")
 	fs.BoolVar(&f.noFlusher, "no-flusher", false, "run no flusher in this process (`adksession flush` workers drain the change log)")
-	fs.IntVar(&f.maxEventBytes, "max-event-bytes", 1<<20, "largest event JSON accepted; request bodies may be 64 KiB more")
+	fs.IntVar(&f.maxEventBytes, "max-event-bytes", 0, "largest event JSON accepted (Config.MaxEventBytes; 0: its default, 1 MiB); request bodies may be 64 KiB more")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the drain on SIGTERM may take")
 	f.retention.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -100,7 +98,6 @@ type server struct {
 	handler  *httpapi.Handler
 	served   chan error
 	svc      *service.Service
-	rdb      redis.UniversalClient
 	embedded *miniredis.Miniredis
 }
 
@@ -154,20 +151,11 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 	if s.svc, err = service.Open(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if s.rdb, err = cache.NewClient(f.store.redisURL); err != nil {
-		return nil, err
-	}
-	keys, err := cache.NewKeys(cfg.Namespace, cfg.Shards)
-	if err != nil {
-		return nil, err
-	}
+	// The handler reads Redis through the service (its pool, its keys).
 	opt := httpapi.Options{
 		AllowedOrigins: f.allowOrigins,
 		AllowedHosts:   f.allowHosts,
 		AuthToken:      f.authToken,
-		MaxEventBytes:  f.maxEventBytes,
-		Redis:          s.rdb,
-		CachedSessions: func(ctx context.Context) (int64, error) { return cache.CountSessions(ctx, s.rdb, keys) },
 		Logger:         slog.Default(),
 	}
 	if f.store.databaseURL != "" {
@@ -208,14 +196,11 @@ func (s *server) shutdown(ctx context.Context) error {
 }
 
 // closeStores closes the service (which drains the write-behind, bounded
-// by ctx), then the connections.
+// by ctx, then closes its connections), then the embedded Redis.
 func (s *server) closeStores(ctx context.Context) error {
 	var errs []error
 	if s.svc != nil {
 		errs = append(errs, s.svc.Close(ctx))
-	}
-	if s.rdb != nil {
-		errs = append(errs, s.rdb.Close())
 	}
 	if s.embedded != nil {
 		s.embedded.Close()

@@ -24,7 +24,6 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
-	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
 )
 
@@ -90,7 +89,7 @@ type env struct {
 	dbName string
 
 	mu       sync.Mutex
-	flushers []*persist.Flusher // running in the background (several clients)
+	flushers []*service.Flusher // running in the background (several clients)
 }
 
 // newEnv opens a run's deployment on srv; close it with close.
@@ -218,7 +217,7 @@ func (e *env) flush(ctx context.Context) error {
 // is writing. A background flusher is replaced by a new one.
 func (e *env) killFlusher(d time.Duration) {
 	e.mu.Lock()
-	var f *persist.Flusher
+	var f *service.Flusher
 	if len(e.flushers) > 0 {
 		f = e.flushers[0]
 		e.flushers = e.flushers[1:]
@@ -226,9 +225,9 @@ func (e *env) killFlusher(d time.Duration) {
 	e.mu.Unlock()
 	if f == nil {
 		f = e.svcs[0].NewFlusher(e.cfg.Logger)
-		f.Start(context.Background())
-		f.Kick()
-		time.Sleep(d) // the flusher's time to run: a duration drawn from the seed, not a wait for a result
+		f.Start(context.Background()) // its loop begins with a pass
+		// The flusher's time to run: a duration drawn from the seed, not a wait for a result.
+		time.Sleep(d)
 	} else {
 		time.Sleep(d)
 		defer e.startFlushers(1)

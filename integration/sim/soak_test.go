@@ -184,7 +184,7 @@ func (s *soak) worker(w int, stop <-chan struct{}) {
 			if len(mine) > 30 { // retire the oldest: deleted, or left idle
 				old := mine[0]
 				mine = mine[1:]
-				old.h = nil // a handle holds the events appended through it: the worker lets it go
+				old.h = nil    // a handle holds the events appended through it: the worker lets it go
 				old.invs = nil // and the invocations it may rewind to (the test's own memory stays flat)
 				if rng.IntN(3) == 0 {
 					err := s.svc.Delete(ctx, &service.DeleteRequest{AppName: old.key.App, UserID: old.key.User, SessionID: old.key.SID})

@@ -41,6 +41,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/lib/pq"
 )
 
@@ -94,6 +95,36 @@ func RedisURL(t testing.TB) string { t.Helper(); return getenv(t, EnvRedisURL) }
 // ClusterURL is the Redis Cluster (3 masters, 3 replicas), all six nodes:
 // "redis+cluster://127.0.0.1:p1,127.0.0.1:p2,...".
 func ClusterURL(t testing.TB) string { t.Helper(); return getenv(t, EnvClusterURL) }
+
+// Deployment is a Redis that tests run against, by name: Standalone, Cluster
+// or Embedded.
+type Deployment struct {
+	Name string
+	URL  func(t testing.TB) string
+}
+
+// The Redis deployments tests run against. Embedded is a miniredis of the
+// test (what `adksession serve` embeds), the others the harness's servers.
+var (
+	Standalone = Deployment{"standalone", RedisURL}
+	Cluster    = Deployment{"cluster", ClusterURL}
+	Embedded   = Deployment{"embedded", func(t testing.TB) string { return "redis://" + miniredis.RunT(t).Addr() + "/0" }}
+)
+
+// EachRedis runs f as a parallel subtest per deployment (Standalone and
+// Cluster when none is named), with the deployment's URL.
+func EachRedis(t *testing.T, f func(t *testing.T, url string), deployments ...Deployment) {
+	if len(deployments) == 0 {
+		deployments = []Deployment{Standalone, Cluster}
+	}
+	for _, d := range deployments {
+		t.Run(d.Name, func(t *testing.T) {
+			url := d.URL(t) // skips (or fails) without the harness's servers
+			t.Parallel()
+			f(t, url)
+		})
+	}
+}
 
 // ClusterAddrs is ClusterURL's node list, as "host:port" strings (for redis.ClusterOptions.Addrs).
 func ClusterAddrs(t testing.TB) []string {

@@ -16,11 +16,9 @@ import (
 // forEachBackend runs test on standalone Redis and on the cluster, with a
 // Config of a fresh namespace.
 func forEachBackend(t *testing.T, test func(t *testing.T, cfg service.Config)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			test(t, service.Config{RedisURL: b.url(t), Namespace: testenv.UniqueName(t, "adkgo-")})
-		})
-	}
+	testenv.EachRedis(t, func(t *testing.T, url string) {
+		test(t, service.Config{RedisURL: url, Namespace: testenv.UniqueName(t, "adkgo-")})
+	})
 }
 
 func TestAppendEventStoresEveryField(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/service"
 	"github.com/adksession/adksession/service/httpapi"
 )
 
@@ -276,7 +277,7 @@ func TestIDsNeedingEscapes(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	eachBackend(t, func(t *testing.T, redisURL string) {
-		s := newAPIServer(t, redisURL, httpapi.Options{MaxEventBytes: 4096})
+		s := newAPIServer(t, redisURL, httpapi.Options{}, func(c *service.Config) { c.MaxEventBytes = 4096 })
 		require.Equal(t, http.StatusOK, s.do(t, "POST", base+"/b", nil).code)
 		cases := []struct {
 			name, method, path string

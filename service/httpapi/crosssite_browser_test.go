@@ -45,8 +45,9 @@ async function attack() {
 attack();
 </script></body></html>`
 
-// TestCrossSitePageInChromium runs issue 9's attack from a page on another
-// origin in headless Chromium against a server without a token: every
+// TestCrossSitePageInChromium runs a cross-site attack (docs/operations.md,
+// "Exposure and browsers") from a page on another origin in headless
+// Chromium against a server without a token: every
 // request reaches the server and is refused by the Origin check (the
 // server counts them), nothing is written, and the page reads nothing.
 func TestCrossSitePageInChromium(t *testing.T) {

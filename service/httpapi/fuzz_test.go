@@ -52,7 +52,7 @@ func FuzzRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { svc.Close(ctx) })
-	h := httpapi.New(svc, httpapi.Options{MaxEventBytes: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h := httpapi.New(svc, httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	f.Fuzz(func(t *testing.T, route uint8, app, user, id, query string, body []byte) {
 		if err := rdb.FlushAll(ctx).Err(); err != nil {

@@ -14,8 +14,9 @@ import (
 	"github.com/adksession/adksession/service/httpapi"
 )
 
-// TestCrossSiteWriteRefused is issue 9's reproduction: with no token, a
-// page on another site POSTs text/plain (no preflight needed) with its
+// TestCrossSiteWriteRefused reproduces the cross-site write that
+// docs/operations.md ("Exposure and browsers") guards against: with no
+// token, a page on another site POSTs text/plain (no preflight needed) with its
 // Origin. It was 200 and wrote the session; now it is 403 and nothing is
 // written, whatever the content type.
 func TestCrossSiteWriteRefused(t *testing.T) {

@@ -31,28 +31,27 @@ type FlushStats struct {
 	DeadLetters int64
 }
 
-// Options configure the handler. Every field is optional.
+// Options configure the handler. Every field is optional. Request bodies are
+// limited to the service's Config.MaxEventBytes plus 64 KiB (413 beyond).
 type Options struct {
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
 	// on every route but /healthz, /readyz and the dashboard's static
 	// files (the dashboard asks for the token and sends it).
 	AuthToken string
-	// MaxEventBytes is the service's Config.MaxEventBytes (default 1 MiB).
-	// Request bodies are limited to it plus 64 KiB; a bigger body is 413.
-	MaxEventBytes int
 	// Registry is where the handler registers its metrics and the
 	// service's (Service.Metrics: flush lag, backlog, dead letters, flusher
 	// counters), and what /metrics serves. Register other collectors in it
 	// too, but not Service.Metrics again. Default: a new registry with the
 	// Go and process collectors.
 	Registry *prometheus.Registry
-	// Redis is the deployment's Redis: /readyz pings it and the dashboard
-	// shows its memory. Without it neither is checked.
+	// Redis is the Redis /readyz pings and whose memory the dashboard
+	// shows. Default: the service's (Service.Redis).
 	Redis redis.UniversalClient
 	// CachedSessions counts the sessions Redis holds, for the dashboard.
+	// Default: Service.CachedSessions.
 	CachedSessions func(ctx context.Context) (int64, error)
 	// FlushStats reports the write-behind for the dashboard (nil without
-	// a database); wire it to Service.Backlog. /metrics exports the same
+	// a database); wire it to Service.RecentBacklog. /metrics exports the same
 	// numbers through Service.Metrics.
 	FlushStats func(ctx context.Context) (FlushStats, error)
 	// Ready is an extra readiness check for /readyz (database reachable,
@@ -126,8 +125,11 @@ func New(svc *service.Service, opt Options) *Handler {
 	if err != nil {
 		panic("httpapi.New: " + err.Error())
 	}
-	if opt.MaxEventBytes <= 0 {
-		opt.MaxEventBytes = 1 << 20
+	if opt.Redis == nil {
+		opt.Redis = svc.Redis()
+	}
+	if opt.CachedSessions == nil {
+		opt.CachedSessions = svc.CachedSessions
 	}
 	if opt.HistoryInterval == 0 {
 		opt.HistoryInterval = 5 * time.Second

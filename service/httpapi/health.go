@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/service"
 )
 
 // healthz answers 200 while the process serves.
@@ -23,15 +23,12 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	checks := map[string]string{}
+	checks := map[string]string{"redis": "ok"}
 	code := http.StatusOK
-	if h.opt.Redis != nil {
-		checks["redis"] = "ok"
-		if err := h.opt.Redis.Ping(ctx).Err(); err != nil {
-			h.metrics.errors.WithLabelValues("readyz", "redis").Inc()
-			h.log.Warn("adksession readyz: redis", "err", err)
-			checks["redis"], code = "redis unavailable", http.StatusServiceUnavailable
-		}
+	if err := h.opt.Redis.Ping(ctx).Err(); err != nil {
+		h.metrics.errors.WithLabelValues("readyz", "redis").Inc()
+		h.log.Warn("adksession readyz: redis", "err", err)
+		checks["redis"], code = "redis unavailable", http.StatusServiceUnavailable
 	}
 	if h.opt.Ready != nil {
 		checks["database"] = "ok"
@@ -40,7 +37,7 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 		} else if err := h.opt.Ready(ctx); err != nil {
 			h.log.Warn("adksession readyz: database", "err", err)
 			checks["database"], code = "database unavailable", http.StatusServiceUnavailable
-			if errors.Is(err, persist.ErrSchema) {
+			if errors.Is(err, service.ErrSchema) {
 				checks["database"] = "schema not migrated"
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/integration/testenv"
@@ -17,28 +16,10 @@ import (
 	"github.com/adksession/adksession/service/httpapi"
 )
 
-// backend is a Redis the API tests run against.
-type backend struct {
-	name string
-	url  func(t *testing.T) string
-}
-
-// backends are real Redis (from integration/testenv.sh) and miniredis, the
-// embedded default of `adksession serve`: the whole API must work on both.
-var backends = []backend{
-	{"redis", func(t *testing.T) string { return testenv.RedisURL(t) }},
-	{"miniredis", func(t *testing.T) string { return "redis://" + miniredis.RunT(t).Addr() + "/0" }},
-}
-
-// eachBackend runs f once per backend.
+// eachBackend runs f on real Redis and on miniredis, the embedded default of
+// `adksession serve`: the whole API must work on both.
 func eachBackend(t *testing.T, f func(t *testing.T, url string)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			url := b.url(t) // skips without a real Redis outside testenv.sh
-			t.Parallel()
-			f(t, url)
-		})
-	}
+	testenv.EachRedis(t, f, testenv.Standalone, testenv.Embedded)
 }
 
 // apiServer is an httptest server over a fresh service namespace.
@@ -48,10 +29,16 @@ type apiServer struct {
 	token string
 }
 
-func newAPIServer(t *testing.T, redisURL string, opt httpapi.Options) *apiServer {
+// newAPIServer serves a service on redisURL; configure, when given, adjusts
+// its Config.
+func newAPIServer(t *testing.T, redisURL string, opt httpapi.Options, configure ...func(*service.Config)) *apiServer {
 	t.Helper()
 	ctx := context.Background()
-	svc, err := service.Open(ctx, service.Config{RedisURL: redisURL, Namespace: testenv.UniqueName(t, "httpapi-"), MaxEventBytes: opt.MaxEventBytes})
+	cfg := service.Config{RedisURL: redisURL, Namespace: testenv.UniqueName(t, "httpapi-")}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	svc, err := service.Open(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { svc.Close(context.Background()) })
 	h := httpapi.New(svc, opt)

@@ -94,10 +94,8 @@ func (hs *history) sample(now time.Time) {
 			s.FlushLag, s.Backlog, s.DeadLetters = &lag, &st.Backlog, &st.DeadLetters
 		}
 	}
-	if hs.h.opt.Redis != nil {
-		if r, err := hs.h.readRedisMemory(ctx); err == nil && r.Error == "" {
-			s.RedisMemory = &r.UsedMemory
-		}
+	if r, err := hs.h.readRedisMemory(ctx); err == nil && r.Error == "" {
+		s.RedisMemory = &r.UsedMemory
 	}
 	n := m.appendCount.Load()
 	hs.mu.Lock()

@@ -33,7 +33,7 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 // that is not JSON (checkMediaType), answers its error as JSON, and records
 // the request's duration and outcome.
 func (h *Handler) instrument(route string, fn func(http.ResponseWriter, *http.Request) error) http.Handler {
-	limit := int64(h.opt.MaxEventBytes) + 64<<10
+	limit := int64(h.svc.Config().MaxEventBytes) + 64<<10
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		r.Body = http.MaxBytesReader(w, r.Body, limit)

@@ -48,9 +48,6 @@ type cachedCount struct {
 const cachedCountEvery = 10 * time.Second
 
 func (h *Handler) cachedSessions(ctx context.Context) *int64 {
-	if h.opt.CachedSessions == nil {
-		return nil
-	}
 	c := &h.count
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,11 +74,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 		CachedSessions:   h.cachedSessions(ctx),
 		Recent:           h.recent.list(),
 	}
-	if h.opt.Redis != nil {
-		out.Redis = h.redisMemory(ctx)
-	} else {
-		out.Redis.Error = "not configured"
-	}
+	out.Redis = h.redisMemory(ctx)
 	if h.opt.FlushStats != nil {
 		f := &flushJSON{}
 		if s, err := h.opt.FlushStats(ctx); err != nil {

@@ -1,0 +1,47 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors a caller of adksession can get. Package service re-exports
+// each (service.ErrNotFound is ErrNotFound), so every error has one identity
+// whichever layer detects it; the building blocks below service return
+// these, wrapped with what was wrong and with which id (see SessionError).
+var (
+	// ErrNotFound: no such session (or invocation, or dead letter); the
+	// message says which.
+	ErrNotFound = errors.New("adksession: not found")
+	// ErrExists: a session id the (app, user) already has, or an event id
+	// the session holds for another event.
+	ErrExists = errors.New("adksession: already exists")
+	// ErrStale: a write through a handle older than the stored session, or
+	// from before the session was deleted and created again.
+	ErrStale = errors.New("adksession: session handle is stale")
+	// ErrInvalidArgument: bad input; the message names the field and the
+	// reason.
+	ErrInvalidArgument = errors.New("adksession: invalid argument")
+	// ErrRedisFull: Redis refused a write because it reached maxmemory (its
+	// OOM reply is wrapped). Nothing was written. The write-behind's own
+	// writes still run (their scripts are allowed when Redis is full), and
+	// flushed, idle sessions become evictable, so under a volatile-* policy
+	// Redis frees memory by itself as the flusher catches up; retry later.
+	ErrRedisFull = errors.New("adksession: redis is full (maxmemory reached)")
+	// ErrNotReplicated: a write was applied on the master but fewer replicas
+	// than Options.WaitReplicas confirmed it in time; it is not acknowledged
+	// (it may survive, or be lost in a failover).
+	ErrNotReplicated = errors.New("adksession: write not confirmed by enough replicas")
+)
+
+// SessionError is kind (one of the errors above) about one session: the one
+// place that names a session in an error.
+func SessionError(kind error, app, user, sid string) error {
+	return fmt.Errorf("%w: %s", kind, SessionName(app, user, sid))
+}
+
+// SessionName names a session in messages: "session <sid> of app <app>,
+// user <user>".
+func SessionName(app, user, sid string) string {
+	return fmt.Sprintf("session %s of app %s, user %s", sid, app, user)
+}

@@ -1,0 +1,114 @@
+package loader
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/persist"
+)
+
+// The loader's Go side on miniredis (and SQLite for the read-through):
+// which cache statuses become a miss, a cold load or ErrNotFound. The
+// scripts themselves are tested on real Redis (integration/).
+
+// newMiniCache returns a Store over a fresh miniredis, its scripts loaded.
+func newMiniCache(t *testing.T, durable bool) *cache.Store {
+	t.Helper()
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	keys, err := cache.NewKeys("unit:", 8)
+	require.NoError(t, err)
+	s := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: durable})
+	require.NoError(t, s.LoadScripts(context.Background()))
+	return s
+}
+
+func TestGetRedisOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newMiniCache(t, false)
+	l := New(c, Options{CacheTTL: time.Hour, MaxCachedEvents: 10})
+	require.False(t, l.Durable())
+
+	_, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "none", After: -1})
+	require.ErrorIs(t, err, cache.ErrNotFound)
+	require.EqualError(t, err, "adksession: not found: session none of app a, user u")
+
+	require.NoError(t, c.Create(ctx, cache.CreateArgs{App: "a", User: "u", SID: "s", CreateTime: 1_000_000,
+		Delta: cache.StateDelta{Session: []cache.Pair{{Key: "k", Value: `"v"`}}}}))
+	snap, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "s", After: -1})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"k": `"v"`}, snap.State)
+	require.Equal(t, int64(1_000_000), snap.Incarnation)
+
+	// Without a database nothing can be put back: the cause comes back.
+	require.ErrorIs(t, l.Recover(ctx, "a", "u", "s", cache.ErrNotCached), cache.ErrNotCached)
+}
+
+// TestGetReadThrough: a session only the database holds (rows as ADK wrote
+// them) is read from it and put back into Redis; one it does not hold either
+// is ErrNotFound naming the session.
+func TestGetReadThrough(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "loader.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	require.NoError(t, persist.MigrateDB(ctx, db, "sqlite"))
+	ts := func(sec int) string { return time.Unix(int64(sec), 0).UTC().Format("2006-01-02 15:04:05.000000") }
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES ($1, $2, $3, $4, $5, $6)`,
+			[]any{"a", "u", "cold", `{"k": "v"}`, ts(100), ts(102)}},
+		{`INSERT INTO app_states (app_name, state, update_time) VALUES ($1, $2, $3)`, []any{"a", `{"g": 1}`, ts(100)}},
+		{`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ($1, $2, $3, $4)`, []any{"a", "u", `{"x": 2}`, ts(100)}},
+		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			[]any{"e1", "a", "u", "cold", "i1", ts(101), `{"id":"e1","invocation_id":"i1","author":"user","timestamp":101}`}},
+		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			[]any{"e2", "a", "u", "cold", "i2", ts(102), `{"id":"e2","invocation_id":"i2","author":"model","timestamp":102}`}},
+	} {
+		_, err := db.ExecContext(ctx, q.sql, q.args...)
+		require.NoError(t, err, q.sql)
+	}
+	store, err := persist.OpenDB(ctx, db, "sqlite")
+	require.NoError(t, err)
+	c := newMiniCache(t, true)
+	l := New(c, Options{DB: store, CacheTTL: time.Hour, MaxCachedEvents: 1})
+	require.True(t, l.Durable())
+
+	snap, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"k": `"v"`}, snap.State)
+	require.Equal(t, map[string]string{"x": `2`}, snap.User)
+	require.Equal(t, map[string]string{"g": `1`}, snap.App)
+	require.Equal(t, int64(2), snap.Rev)
+	var ids []int64
+	for _, e := range snap.Events {
+		ids = append(ids, e.Seq)
+	}
+	require.Equal(t, []int64{1, 2}, ids, "the event older than the cached tail comes from the database")
+	require.Equal(t, int64(2), snap.First, "MaxCachedEvents = 1: only the newest event was put back")
+
+	// Put back: Redis now answers by itself.
+	cached, err := c.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), cached.Rev)
+	require.Len(t, cached.Events, 1)
+
+	_, err = l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "nowhere", After: -1})
+	require.ErrorIs(t, err, cache.ErrNotFound)
+	require.EqualError(t, err, "adksession: not found: session nowhere of app a, user u")
+	require.False(t, errors.Is(err, cache.ErrNotCached), "a miss everywhere is not found, not a cache status")
+}
