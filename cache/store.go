@@ -101,7 +101,7 @@ func boolArg(b bool) string {
 type CreateArgs struct {
 	App, User, SID string
 	CreateTime     int64 // µs; also the incarnation of the id
-	// Token names this create call: if Redis runs the script twice (the
+	// Token names this create call ("": none): if Redis runs the script twice (the
 	// client sent it again after losing the reply), the second run finds the
 	// session the first created and answers that it was created.
 	Token string

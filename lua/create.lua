@@ -18,6 +18,7 @@
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
 -- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[8] -> token of this create call (kept as m:cid): a run of the same call again finds its own session
+--            ("": no token, every run is a create of its own)
 -- ARGV[9] -> number of session-state pairs S, then S pairs (key, JSON value)
 -- ARGV[10+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
@@ -39,7 +40,7 @@ end
 if redis.call('EXISTS', sess) == 1 then
   local meta = redis.call('HMGET', sess, 'm:del', 'm:cid')
   if meta[1] ~= '1' then
-    if meta[2] == ARGV[8] then
+    if ARGV[8] ~= '' and meta[2] == ARGV[8] then
       return {0}
     end
     return {-10}
