@@ -169,12 +169,16 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 	return res, nil
 }
 
+// recoverAttempts bounds how often a write puts back what Redis lost and
+// tries again: keys may be evicted again between the two (Redis full).
+const recoverAttempts = 3
+
 // appendScript runs append.lua for args: it puts back from the database
 // what Redis lost (evicted, expired, flushed) and appends again, and looks
 // up in the database an event id Redis cannot vouch for.
 func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cache.AppendResult, error) {
 	res, err := s.cache.Append(ctx, args)
-	for attempt := 0; attempt < 3 && s.loader.Durable() && err != nil; attempt++ {
+	for attempt := 0; attempt < recoverAttempts && s.loader.Durable() && err != nil; attempt++ {
 		switch {
 		case errors.Is(err, cache.ErrCheckEventID):
 			key := persist.SessionKey{AppName: args.App, UserID: args.User, SessionID: args.SID}

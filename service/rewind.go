@@ -87,7 +87,7 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 		Before: req.BeforeInvocationID, InvocationID: ev.InvocationID, EventID: ev.ID, Ts: ev.Timestamp.UnixMicro(),
 		EventPre: pre, EventMid: mid + `"stateDelta":`, EventTail: string(tail),
 	}
-	loaded, createState := false, ""
+	loads, createState := 0, ""
 	for attempt := 1; ; attempt++ {
 		res, err := s.cache.Rewind(ctx, args)
 		var cold *cache.UndoIncompleteError
@@ -96,13 +96,13 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 			return rewindEvent(res)
 		case errors.Is(err, cache.ErrInvocationNotFound):
 			return nil, s.unknownInvocation(req)
-		case !loaded && (errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrDeleted) || errors.Is(err, cache.ErrIncomplete)):
+		case loads < recoverAttempts && (errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrDeleted) || errors.Is(err, cache.ErrIncomplete)):
 			// Let the loader bring the session back from the database (or
 			// say it does not exist), then try again.
 			if err := s.loadForRewind(ctx, req, err); err != nil {
 				return nil, err
 			}
-			loaded = true
+			loads++
 		case errors.As(err, &cold):
 			createState = cold.CreateState
 			if args.Computed, err = s.rewindFromHistory(ctx, req, createState); err != nil {
