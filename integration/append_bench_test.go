@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/service"
 	"github.com/adksession/adksession/service/httpapi"
 )
@@ -83,12 +84,8 @@ func runAppends(b *testing.B, redisURL string, concurrency, n int, appendOne fun
 	cpu := cpuTime(b) - cpu0
 	calls1, usec1 := evalshaUsec(b, redisURL)
 	require.NoError(b, errors.Join(errs...))
-	r := appendRun{rate: float64(n) / elapsed.Seconds(), lat: slices.Concat(lat...),
-		cpuPer: float64(cpu.Microseconds()) / float64(n)}
-	if calls1 > calls0 {
-		r.redisUsec = float64(usec1-usec0) / float64(calls1-calls0)
-	}
-	return r
+	return appendRun{rate: float64(n) / elapsed.Seconds(), lat: slices.Concat(lat...),
+		cpuPer: float64(cpu.Microseconds()) / float64(n), redisUsec: scriptbench.PerCall(calls0, usec0, calls1, usec1)}
 }
 
 // libraryAppender opens concurrency sessions in svc and returns the append

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 )
@@ -76,13 +77,13 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		require.NoError(b, err, "%s", out)
 		return callgrindTotal(b, out, dir)
 	}
-	instructions := func(call scriptCall) float64 {
+	instructions := func(call scriptbench.Call) float64 {
 		u, _ := url.Parse(redisURL)
-		sha, err := rdb.ScriptLoad(ctx, call.src).Result()
+		sha, err := rdb.ScriptLoad(ctx, call.Src).Result()
 		require.NoError(b, err)
 		total()
 		argv := append([]string{"-h", u.Hostname(), "-p", u.Port(), "-c", "1", "-n", strconv.Itoa(scriptCostCalls), "-P", "1", "-q",
-			"EVALSHA", sha}, call.args...)
+			"EVALSHA", sha}, call.Args...)
 		res, err := exec.Command(testenv.RedisBenchmarkPath(b), argv...).CombinedOutput()
 		require.NoError(b, err, "%s", res)
 		return float64(total()) / scriptCostCalls
@@ -95,10 +96,10 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		b.ReportMetric(app, "instr/call")
 		b.ReportMetric(app/ref, "ratio")
 		for i, part := range appendParts {
-			at := strings.Index(full.src, part.before)
+			at := strings.Index(full.Src, part.before)
 			require.GreaterOrEqual(b, at, 0, "append.lua has no %q", part.before)
 			cut := full
-			cut.src = full.src[:at] + "\nif true then return {0} end\n" + full.src[at:]
+			cut.Src = full.Src[:at] + "\nif true then return {0} end\n" + full.Src[at:]
 			b.ReportMetric(instructions(cut), fmt.Sprintf("part%d-%s-instr", i+1, part.name))
 		}
 	}

@@ -187,6 +187,10 @@ func testBadScriptArguments(t *testing.T, url string) {
 		keys   []string
 		args   []any
 	}{
+		{"append: handle revision not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "1.5")},
+		{"append: update time not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "=soon")},
+		{"append: incarnation not an integer", lua.Append, appendKeys, with(goodAppend(), 1, "x")},
+		{"append: temp TTL not an integer", lua.Append, appendKeys, append(with(goodAppend(), 7, "1h")[:19], "1", "temp:t", "2", "0")},
 		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 3, "253402214400000000")},
 		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 3, "1.5")},
 		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 3, "2.534022144e+17")},

@@ -20,7 +20,7 @@
 -- ARGV[5] -> invocation id
 -- ARGV[6], ARGV[7] -> the event as JSON (temp: keys already removed from its state delta) before and after
 --            the value of its top-level "timestamp": the script writes the stored time between them
--- ARGV[8] -> TTL of the temp hash in ms
+-- ARGV[8] -> TTL of the temp hash in ms (read only when the event sets temp keys)
 -- ARGV[9] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
 --            on the channel when the log was empty; drop TTLs; missing user state means evicted)
 -- ARGV[10], ARGV[11], ARGV[12] -> app name, user id, session id (raw, for the change log and the user index)
@@ -46,24 +46,13 @@
 local sess, events, temp, user, uindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local undo, ids = KEYS[7], KEYS[8]
 
--- Inputs, all checked before anything is read or written.
--- handle: the revision to check, or false without a handle; at: the update time to check, or false.
-local handle, hinc, at = false, false, false
-if string.sub(ARGV[1], 1, 1) == '=' then
-  at = tonumber(string.sub(ARGV[1], 2))
-  if at == nil or at % 1 ~= 0 or at < 0 or at >= MAX_INT then
-    fail('ARGV[1]: ' .. ARGV[1] .. ' is not "=" and an update time in µs')
-  end
-elseif ARGV[1] ~= '' then
-  handle = argv_int(1, 0, MAX_INT)
-end
-if ARGV[2] ~= '' then
-  hinc = argv_int(2, 0, MAX_INT)
-end
+-- Inputs, all checked before the first write. Parsing a number costs Redis about as much as a light command
+-- (tonumber, string.format), so the script parses only what its path needs: the handle's revision and
+-- incarnation are compared with the stored ones as strings first (a stored value is a valid integer, so an
+-- argument equal to it is one too) and parsed only when they differ; the temp TTL only when temp keys are set.
 local bound = ARGV[3]
 local ts0 = argv_int(4, 0, MAX_INT - 1)
 local inv = ARGV[5]
-local ttl = argv_int(8, 1, MAX_INT)
 local wake = ARGV[9]
 local durable = wake ~= ''
 local id = ARGV[14]
@@ -77,6 +66,7 @@ avals, a, i = argv_pairs(i, 'a:')
 if i - 1 ~= #ARGV then
   fail('append: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
 end
+local ttl = t > 0 and argv_int(8, 1, MAX_INT)
 for n = 2, #avals, 2 do
   local v = tonumber(avals[n])
   if v == nil or v % 1 ~= 0 then
@@ -86,22 +76,41 @@ for n = 2, #avals, 2 do
 end
 
 -- Preconditions, all checked before the first write: one HMGET reads the meta fields and the previous values
--- of the session keys the event sets (what its undo record keeps).
-local want = {'m:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:del', 'm:inc', 'm:first', 'm:ttl', 'm:undo', 'm:fl'}
+-- of the session keys the event sets (what its undo record keeps); m:first too when the event id must be
+-- checked against it (ARGV[15]).
+local want = {'m:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:inc', 'm:ttl', 'm:undo'}
 for j = 1, s do
-  want[10 + j] = svals[2 * j - 1]
+  want[7 + j] = svals[2 * j - 1]
+end
+local checkid = ARGV[15] == '1'
+if checkid then
+  want[8 + s] = 'm:first'
 end
 local meta = hmget_chunked(sess, want)
 if not meta[1] then
-  if meta[5] == '1' then
+  if redis.call('HGET', sess, 'm:del') == '1' then
     return {-2}
   end
   return {-1}
 end
-local rev, ut, cnt, first = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[7])
+-- Stored meta fields are integers the scripts wrote: arithmetic converts them.
+local rev, ut, cnt, inc = meta[1] + 0, meta[2] + 0, meta[3] + 0, meta[5] + 0
+-- ARGV[1]: the handle's revision (behind: it is not the stored one), or "=" and the update time to check (at).
+local behind, at = false, false
+if ARGV[1] ~= meta[1] and ARGV[1] ~= '' then
+  if string.byte(ARGV[1]) == 61 then -- '='
+    at = tonumber(string.sub(ARGV[1], 2))
+    if at == nil or at % 1 ~= 0 or at < 0 or at >= MAX_INT then
+      fail('ARGV[1]: ' .. ARGV[1] .. ' is not "=" and an update time in µs')
+    end
+  else
+    behind = argv_int(1, 0, MAX_INT) ~= rev
+  end
+end
+local otherinc = ARGV[2] ~= '' and ARGV[2] ~= meta[5] and argv_int(2, 0, MAX_INT) ~= inc
 -- Keys without a TTL are never evicted (volatile-* policies): the checks for a partly evicted session are
 -- needed only once the flusher has given the session's keys a TTL (m:ttl).
-local expiring, covered = meta[8] == '1', meta[9] == '1'
+local expiring, covered = meta[6] == '1', meta[7] == '1'
 if expiring then
   if redis.call('ZCARD', events) ~= cnt or redis.call('ZCARD', ids) ~= cnt then
     return {-5}
@@ -117,22 +126,24 @@ end
 if durable and not uh[1] then
   return {-4}
 end
-if hinc and tonumber(meta[6]) ~= hinc then
+if otherinc then
   return {-3, rev}
 end
 -- An id the session holds: a retry of an acknowledged append, or an id reused for another event.
-local had = tonumber(redis.call('ZSCORE', ids, id))
-if had and had < first then
-  return {-8, tonumber(meta[6])}
-end
+local had = redis.call('ZSCORE', ids, id)
 if had then
+  had = had + 0
+  local first = (meta[8 + s] or redis.call('HGET', sess, 'm:first')) + 0
+  if had < first then
+    return {-8, inc}
+  end
   local stored = redis.call('ZRANGE', events, had - first, had - first, 'WITHSCORES')
-  return {-8, tonumber(meta[6]), stored[1], stored[2], had <= (tonumber(meta[10]) or 0) and 1 or 0}
+  local fl = tonumber(redis.call('HGET', sess, 'm:fl')) or 0
+  return {-8, inc, stored[1], stored[2], had <= fl and 1 or 0}
 end
-if ARGV[15] == '1' and first > 1 then
+if checkid and meta[8 + s] + 0 > 1 then
   return {-9}
 end
-local behind = handle and handle ~= rev
 if (behind and bound == '') or (at and ut ~= at) then
   return {-3, rev}
 end
@@ -142,17 +153,26 @@ if rev > 0 and ts <= ut then
   ts = ut + 1
 end
 local seq = rev + 1
-local event = ARGV[6] .. string.format('%d.%06d', math.floor(ts / 1000000), ts % 1000000) .. ARGV[7]
+-- Each number formatted once; the stored time is the µs with a decimal point before the last six digits.
+local seqs, tss = int(seq), int(ts)
+local stamp
+if ts >= 1000000 then
+  stamp = string.sub(tss, 1, -7) .. '.' .. string.sub(tss, -6)
+else
+  stamp = string.format('0.%06d', ts)
+end
+local member = seqs .. ':' .. ARGV[6] .. stamp .. ARGV[7]
+local eventsize = #member - #seqs - 1
 
 -- Session meta and state, in one HSET.
-local fields = {'m:rev', int(seq), 'm:ut', int(ts), 'm:cnt', int(cnt + 1)}
+local fields = {'m:rev', seqs, 'm:ut', tss, 'm:cnt', int(cnt + 1)}
 local newinv = meta[4] ~= inv
 if newinv then
   -- The first event of another invocation ends the previous one's temp state.
   redis.call('DEL', temp)
   fields[7], fields[8] = 'm:tinv', inv
 end
-if covered ~= (meta[9] == '1') then
+if covered ~= (meta[7] == '1') then
   redis.call('HDEL', sess, 'm:undo')
 end
 for j = 1, #svals do
@@ -165,12 +185,12 @@ chunked('HSET', sess, fields)
 -- unless they are bigger than the event itself (then the record says so, and a rewind replays the history).
 if covered then
   local parts = {}
-  if newinv and redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
+  if newinv and redis.call('HSETNX', undo, 'i:' .. inv, seqs) == 1 then
     undo_put(parts, 'i', inv)
   end
   local size, prevs = 0, {}
   for j = 1, s do
-    prevs[j] = meta[10 + j]
+    prevs[j] = meta[7 + j]
     if prevs[j] then
       size = size + #prevs[j]
     end
@@ -184,7 +204,7 @@ if covered then
     aprev = hmget_chunked(undo, names)
     chunked('HSET', undo, avals)
   end
-  if size > math.max(#event, 4096) then
+  if size > math.max(eventsize, 4096) then
     undo_put(parts, 'x', '')
   else
     for j = 1, s do
@@ -197,12 +217,12 @@ if covered then
     parts[#parts + 1] = aprev[j] and ('=' .. #aprev[j] .. ':' .. aprev[j]) or '-'
   end
   if #parts > 0 then
-    redis.call('HSET', undo, int(seq), table.concat(parts))
+    redis.call('HSET', undo, seqs, table.concat(parts))
   end
 end
 
 if u > 0 then
-  uvals[#uvals + 1], uvals[#uvals + 2] = 'm:rev', int((tonumber(uh[1]) or 0) + 1)
+  uvals[#uvals + 1], uvals[#uvals + 2] = 'm:rev', int((uh[1] or 0) + 1)
   chunked('HSET', user, uvals)
 end
 if t > 0 then
@@ -210,9 +230,9 @@ if t > 0 then
   redis.call('PEXPIRE', temp, ttl)
 end
 
-redis.call('ZADD', events, int(ts), int(seq) .. ':' .. event)
-redis.call('ZADD', ids, int(seq), id)
-redis.call('ZADD', uindex, int(ts), ARGV[12])
+redis.call('ZADD', events, tss, member)
+redis.call('ZADD', ids, seqs, id)
+redis.call('ZADD', uindex, tss, ARGV[12])
 
 if durable then
   -- Keys that hold unflushed writes carry no TTL.
@@ -228,7 +248,7 @@ if durable then
     redis.call('PERSIST', uindex)
     redis.call('HDEL', user, 'm:ttl')
   end
-  local entry = {'k', 'a', 'a', ARGV[10], 'u', ARGV[11], 'i', ARGV[12], 'n', meta[6], 'q', int(seq), 't', int(ts)}
+  local entry = {'k', 'a', 'a', ARGV[10], 'u', ARGV[11], 'i', ARGV[12], 'n', meta[5], 'q', seqs, 't', tss}
   if ARGV[13] ~= '' then
     entry[15], entry[16], entry[17], entry[18] = 'p', ARGV[13], 'e', id
   end
@@ -238,9 +258,8 @@ if durable then
   end
 end
 
-local inc = tonumber(meta[6])
 if not behind then
   return {0, seq, ts, inc}
 end
-local missed = redis.call('ZRANGE', events, bound, string.format('(%d', ts), 'BYSCORE', 'WITHSCORES')
+local missed = redis.call('ZRANGE', events, bound, '(' .. tss, 'BYSCORE', 'WITHSCORES')
 return {1, seq, ts, redis.call('HGETALL', sess), redis.call('HGETALL', user), missed, inc}

@@ -29,7 +29,9 @@ local MAX_INT = 9007199254740992
 -- argv_pairs reads ARGV[i] = n, then n pairs: it returns the 2n values as a list (each first one with
 -- prefix put in front), n, and the index after the pairs.
 local function argv_pairs(i, prefix)
-  local n = argv_int(i, 0, MAX_INT)
+  -- The commonest counts without a call: every function call costs Redis about as much as a light command.
+  local c = ARGV[i]
+  local n = (c == '0' and 0) or (c == '1' and 1) or argv_int(i, 0, MAX_INT)
   if i + 2 * n > #ARGV then
     fail('ARGV[' .. i .. ']: ' .. n .. ' pairs, but only ' .. (#ARGV - i) .. ' arguments follow')
   end
@@ -43,6 +45,12 @@ end
 
 -- chunked runs cmd key args... over list, CHUNK arguments per call (HSET, ZADD, HDEL, ZREM, ...).
 local function chunked(cmd, key, list)
+  if #list == 0 then
+    return
+  elseif #list <= CHUNK then
+    redis.call(cmd, key, unpack(list))
+    return
+  end
   for lo = 1, #list, CHUNK do
     redis.call(cmd, key, unpack(list, lo, math.min(lo + CHUNK - 1, #list)))
   end
@@ -50,6 +58,11 @@ end
 
 -- hmget_chunked reads many fields of a hash.
 local function hmget_chunked(key, fields)
+  if #fields == 0 then
+    return {}
+  elseif #fields <= CHUNK then
+    return redis.call('HMGET', key, unpack(fields))
+  end
   local out = {}
   for lo = 1, #fields, CHUNK do
     local part = redis.call('HMGET', key, unpack(fields, lo, math.min(lo + CHUNK - 1, #fields)))

@@ -113,7 +113,7 @@ var ReferenceAppend string
 func AppendCeiling() string {
 	s := Append
 	for _, r := range [][2]string{
-		{"local behind = handle and handle ~= rev", "local behind = false"},
+		{"    behind = argv_int(1, 0, MAX_INT) ~= rev", "    behind = false"},
 		{"local id = ARGV[14]", "local id = ARGV[14] .. '/' .. redis.call('ZCARD', KEYS[2])"},
 	} {
 		if strings.Count(s, r[0]) != 1 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -16,9 +17,10 @@ import (
 const benchAbout = `Appends S sessions × E events at concurrency C with a payload of P bytes, through the library
 (or over HTTP with --http), then reads sessions back with a window and in full. Prints append
 throughput and p50/p99 latency, Get latency, Redis bytes per cached event, how long the flusher
-took to catch up (with a database, whose schema it migrates first), and, when redis-benchmark is installed, the ratio to an
-EVALSHA ceiling measured in the same run: a script doing append.lua's Redis work, run by
-redis-benchmark at the same concurrency. With no --redis it runs against an embedded Redis.`
+took to catch up (with a database, whose schema it migrates first), and, when redis-benchmark is installed, the
+ratios to two scripts run by redis-benchmark (EVALSHA, unpipelined) at the same concurrency in the same run: the
+minimal atomic append (lua/reference_append.lua) and lua/append.lua itself; and Redis's script time per append
+(INFO commandstats) against the minimal script's per call. With no --redis it runs against an embedded Redis.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f storeFlags
@@ -32,7 +34,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.App, "app", "bench", "app name of the sessions")
 	httpURL := fs.String("http", "", "drive an adksession server at `URL` instead of the library")
 	token := fs.String("auth-token", "", "bearer token for --http (env AUTH_TOKEN)")
-	noCeiling := fs.Bool("no-ceiling", false, "skip the redis-benchmark EVALSHA ceiling")
+	noCeiling := fs.Bool("no-ceiling", false, "skip the redis-benchmark EVALSHA references")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -68,6 +70,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	bar := newProgress(stderr, "appends", int64(cfg.Sessions*cfg.Events))
 	cfg.Progress = bar.set
+	var stats *redisStats
+	if f.redisURL != "" && !embedded {
+		if stats, err = newRedisStats(f.redisURL); err != nil {
+			return err
+		}
+		defer stats.Close()
+		cfg.AppendPhase = stats.phase(ctx)
+	}
 	res, err := loadgen.Run(ctx, target, cfg)
 	bar.done()
 	if err != nil {
@@ -92,10 +102,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer rdb.Close()
 	rep.bytesPerEvent, rep.bytesErr = redisBytesPerEvent(ctx, rdb, keys, res.SessionIDs)
-	if !*noCeiling && !embedded {
-		rep.ceiling, rep.ceilingErr = evalshaCeiling(ctx, f.redisURL, cfg, f.databaseURL != "")
+	if stats != nil {
+		rep.redisUsec, rep.redisErr = stats.perAppend(res.Appends)
 	} else {
-		rep.ceilingErr = fmt.Errorf("skipped")
+		rep.redisErr = errors.New("no Redis to read")
+	}
+	if !*noCeiling && !embedded {
+		rep.refs, rep.refsErr = measureReferences(ctx, f.redisURL, cfg, f.databaseURL != "")
+	} else {
+		rep.refsErr = errors.New("skipped")
 	}
 	rep.write(stdout)
 	return nil
@@ -109,8 +124,10 @@ type benchReport struct {
 	flushDrain    time.Duration
 	bytesPerEvent float64
 	bytesErr      error
-	ceiling       float64
-	ceilingErr    error
+	redisUsec     float64 // Redis script time per append, µs
+	redisErr      error
+	refs          references
+	refsErr       error
 }
 
 func (r benchReport) write(w io.Writer) {
@@ -128,10 +145,24 @@ func (r benchReport) write(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "flush         n/a (no database)\n")
 	}
-	if r.ceilingErr != nil {
-		fmt.Fprintf(w, "ceiling       n/a (%v)\n", r.ceilingErr)
+	if r.redisErr != nil {
+		fmt.Fprintf(w, "redis time    n/a (%v)\n", r.redisErr)
 	} else {
-		fmt.Fprintf(w, "ceiling       redis-benchmark EVALSHA %.0f/s at c=%d: appends at %.0f%% of the ceiling\n", r.ceiling, r.cfg.Concurrency, 100*res.AppendsPerSec/r.ceiling)
+		fmt.Fprintf(w, "redis time    %.1fµs of scripts per append (INFO commandstats EVALSHA µs ÷ appends)\n", r.redisUsec)
+	}
+	if r.refsErr != nil {
+		fmt.Fprintf(w, "references    n/a (%v)\n", r.refsErr)
+		return
+	}
+	c := r.cfg.Concurrency
+	fmt.Fprintf(w, "minimal       reference_append.lua, redis-benchmark EVALSHA at c=%d: %.0f/s, Redis %.1fµs per call\n", c, r.refs.minimal.RPS, r.refs.minimal.RedisUsec)
+	fmt.Fprintf(w, "append.lua    alone, redis-benchmark EVALSHA at c=%d: %.0f/s, Redis %.1fµs per call\n", c, r.refs.script.RPS, r.refs.script.RedisUsec)
+	fmt.Fprintf(w, "ratio-ref     %.3f (appends/s ÷ the minimal script's calls/s)\n", res.AppendsPerSec/r.refs.minimal.RPS)
+	fmt.Fprintf(w, "ratio-script  %.3f (appends/s ÷ append.lua's calls/s)\n", res.AppendsPerSec/r.refs.script.RPS)
+	if r.redisErr == nil && r.refs.minimal.RedisUsec > 0 {
+		fmt.Fprintf(w, "redis-ratio   %.2f (Redis µs per append ÷ the minimal script's per call)\n", r.redisUsec/r.refs.minimal.RedisUsec)
+	} else {
+		fmt.Fprintf(w, "redis-ratio   n/a\n")
 	}
 }
 

@@ -47,7 +47,8 @@ func TestLoadgenLibrary(t *testing.T) {
 }
 
 // TestBenchAgainstRedis runs `adksession bench` on real Redis, with the
-// redis-benchmark EVALSHA ceiling.
+// redis-benchmark EVALSHA references: the report gives the minimal script's
+// and append.lua's calls/s and Redis time, and the three ratios.
 func TestBenchAgainstRedis(t *testing.T) {
 	url := testenv.RedisURL(t)
 	testenv.RedisBenchmarkPath(t)
@@ -61,10 +62,23 @@ func TestBenchAgainstRedis(t *testing.T) {
 	require.Regexp(t, `get window\s+10 newest`, report)
 	require.Regexp(t, `get full\s+20 events`, report)
 	require.Regexp(t, `redis bytes\s+\d+ per cached event`, report)
-	m := regexp.MustCompile(`ceiling\s+redis-benchmark EVALSHA (\d+)/s at c=4: appends at (\d+)% of the ceiling`).FindStringSubmatch(report)
-	require.NotNil(t, m, report)
-	rps, _ := strconv.Atoi(m[1])
-	require.Positive(t, rps)
+	// Each reference and ratio is on its own line, with a positive number.
+	for _, line := range []string{
+		`redis time\s+([0-9.]+)µs of scripts per append \(INFO commandstats EVALSHA µs ÷ appends\)`,
+		`minimal\s+reference_append.lua, redis-benchmark EVALSHA at c=4: ([0-9.]+)/s, Redis ([0-9.]+)µs per call`,
+		`append.lua\s+alone, redis-benchmark EVALSHA at c=4: ([0-9.]+)/s, Redis ([0-9.]+)µs per call`,
+		`ratio-ref\s+([0-9.]+) \(appends/s ÷ the minimal script's calls/s\)`,
+		`ratio-script\s+([0-9.]+) \(appends/s ÷ append.lua's calls/s\)`,
+		`redis-ratio\s+([0-9.]+) \(Redis µs per append ÷ the minimal script's per call\)`,
+	} {
+		m := regexp.MustCompile(`(?m)^` + line + `$`).FindStringSubmatch(report)
+		require.NotNil(t, m, "no line %q in\n%s", line, report)
+		for _, v := range m[1:] {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			require.Positive(t, f, "%s in\n%s", line, report)
+		}
+	}
 	require.Contains(t, errs.String(), "200/200")
 	t.Log(report)
 }

@@ -45,6 +45,10 @@ type Config struct {
 	// Progress is called after every append with the number done so far,
 	// from the appending goroutines.
 	Progress func(done int64)
+	// AppendPhase, when set, is called just before the first append
+	// (started true) and just after the last (false): the caller reads
+	// what the server did for the appends alone.
+	AppendPhase func(started bool)
 }
 
 // Result is what a run measured.
@@ -116,7 +120,13 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 		res.EventJSONBytes = len(b)
 	}
 
+	if cfg.AppendPhase != nil {
+		cfg.AppendPhase(true)
+	}
 	lat, elapsed, err := appendAll(ctx, sessions, cfg)
+	if cfg.AppendPhase != nil {
+		cfg.AppendPhase(false)
+	}
 	if err != nil {
 		return nil, err
 	}
