@@ -56,15 +56,18 @@ type scriptCall struct {
 
 // run runs a script and returns its reply.
 func (c *committer) run(ctx context.Context, sc *redis.Script, keys []string, args []any) *redis.Cmd {
-	call := &scriptCall{ctx: ctx, sc: sc, keys: keys, args: args}
 	c.mu.Lock()
 	if c.inFlight < maxInFlight {
 		c.inFlight++
 		c.mu.Unlock()
-		c.send([]*scriptCall{call})
-		return call.cmd
+		c.calls.Add(1)
+		c.batches.Add(1)
+		cmd := sc.Run(ctx, c.rdb, keys, args...)
+		c.handOff()
+		return cmd
 	}
-	call.lead, call.done = make(chan []*scriptCall, 1), make(chan struct{})
+	call := &scriptCall{ctx: ctx, sc: sc, keys: keys, args: args,
+		lead: make(chan []*scriptCall, 1), done: make(chan struct{})}
 	c.queue = append(c.queue, call)
 	c.mu.Unlock()
 	select {
@@ -85,6 +88,16 @@ func (c *committer) send(batch []*scriptCall) {
 	} else {
 		c.pipeline(batch)
 	}
+	c.handOff()
+	for _, call := range batch[1:] {
+		close(call.done)
+	}
+}
+
+// handOff ends a pipeline slot's round trip: what queued meanwhile goes,
+// as one batch, to its first caller to send; with nothing queued the slot
+// is free.
+func (c *committer) handOff() {
 	c.mu.Lock()
 	var next []*scriptCall
 	if n := min(len(c.queue), maxBatch); n > 0 {
@@ -96,9 +109,6 @@ func (c *committer) send(batch []*scriptCall) {
 	c.mu.Unlock()
 	if next != nil {
 		next[0].lead <- next
-	}
-	for _, call := range batch[1:] {
-		close(call.done)
 	}
 }
 

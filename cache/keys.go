@@ -2,7 +2,6 @@ package cache
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 )
@@ -91,11 +90,16 @@ func (k Keys) Shards() int { return k.shards }
 
 // Shard is the shard of a user: FNV-1a of app, NUL, user, modulo the shard count.
 func (k Keys) Shard(app, user string) int {
-	h := fnv.New32a()
-	h.Write([]byte(app))
-	h.Write([]byte{0})
-	h.Write([]byte(user))
-	return int(h.Sum32() % uint32(k.shards))
+	const offset, prime = 2166136261, 16777619 // FNV-1a, 32 bits (hash/fnv's New32a, without its allocations)
+	h := uint32(offset)
+	for i := 0; i < len(app); i++ {
+		h = (h ^ uint32(app[i])) * prime
+	}
+	h *= prime // the NUL: h ^ 0 == h
+	for i := 0; i < len(user); i++ {
+		h = (h ^ uint32(user[i])) * prime
+	}
+	return int(h % uint32(k.shards))
 }
 
 func (k Keys) tag(shard int) string {
@@ -117,22 +121,42 @@ type SessionKeys struct {
 }
 
 // Session returns the keys of session (app, user, sid).
+// Every append builds them: they are cut from one string, one allocation.
 func (k Keys) Session(app, user, sid string) SessionKeys {
 	shard := k.Shard(app, user)
-	t := k.tag(shard)
-	au := Escape(app) + ":" + Escape(user)
-	return SessionKeys{
-		Shard:     shard,
-		Session:   t + "s:" + au + ":" + Escape(sid),
-		Events:    t + "e:" + au + ":" + Escape(sid),
-		Temp:      t + "t:" + au + ":" + Escape(sid),
-		User:      t + "u:" + au,
-		UserIndex: t + "us:" + au,
-		AppIndex:  k.AppIndex(shard, app),
-		Log:       t + "log",
-		Undo:      t + "r:" + au + ":" + Escape(sid),
-		EventIDs:  t + "i:" + au + ":" + Escape(sid),
+	var num [20]byte
+	tag := strconv.AppendInt(num[:0], int64(shard), 10)
+	app, user, sid = Escape(app), Escape(user), Escape(sid)
+	var b strings.Builder
+	b.Grow(9*(len(k.prefix)+len(tag)+6) + 6*(len(app)+len(user)+2) + 5*len(sid))
+	var at [9][2]int
+	for i, kind := range [9]string{"s:", "e:", "t:", "u:", "us:", "as:", "log", "r:", "i:"} {
+		at[i][0] = b.Len()
+		b.WriteString(k.prefix)
+		b.WriteByte('{')
+		b.Write(tag)
+		b.WriteString("}:")
+		b.WriteString(kind)
+		switch i {
+		case 5: // the app's index
+			b.WriteString(app)
+		case 0, 1, 2, 7, 8: // the session's own keys
+			b.WriteString(app)
+			b.WriteByte(':')
+			b.WriteString(user)
+			b.WriteByte(':')
+			b.WriteString(sid)
+		case 3, 4: // the user's
+			b.WriteString(app)
+			b.WriteByte(':')
+			b.WriteString(user)
+		}
+		at[i][1] = b.Len()
 	}
+	all := b.String()
+	key := func(i int) string { return all[at[i][0]:at[i][1]] }
+	return SessionKeys{Shard: shard, Session: key(0), Events: key(1), Temp: key(2), User: key(3), UserIndex: key(4),
+		AppIndex: key(5), Log: key(6), Undo: key(7), EventIDs: key(8)}
 }
 
 // Owned are the keys of the session besides its hash: what goes with it

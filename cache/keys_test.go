@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"hash/fnv"
 	"net/url"
 	"strings"
 	"testing"
@@ -212,4 +213,16 @@ func FuzzAppIndexMember(f *testing.F) {
 		}
 		appIndexOrder(t, u1, s1, u2, s2)
 	})
+}
+
+// Shard is FNV-1a (hash/fnv) of app, NUL, user, modulo the shard count.
+func TestShardIsFNV1a(t *testing.T) {
+	t.Parallel()
+	k, err := cache.NewKeys("", 1000)
+	require.NoError(t, err)
+	for _, c := range [][2]string{{"", ""}, {"app", "user"}, {"my:app", "u {1}"}, {"é😀", "\x00\xff"}, {strings.Repeat("a", 300), "b"}} {
+		h := fnv.New32a()
+		h.Write([]byte(c[0] + "\x00" + c[1]))
+		require.Equal(t, int(h.Sum32()%1000), k.Shard(c[0], c[1]), "%q", c)
+	}
 }

@@ -216,28 +216,68 @@ func (e *DuplicateEventError) Unwrap() error { return ErrDuplicateEvent }
 // appendCommand is append.lua's KEYS and ARGV for a (see its header).
 func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	bound := ""
-	if a.Concurrent {
-		bound = "-inf"
-		if a.HandleLastTs > 0 {
-			bound = "(" + strconv.FormatInt(a.HandleLastTs, 10)
-		}
-	}
-	var rev, inc any = a.HandleRev, a.Incarnation
+	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
+	v := newArgv(19+2*pairs, 13+2*pairs, 4)
 	if a.NoHandle {
-		rev, inc = "", ""
+		rev := ""
 		if a.IfUpdateTime > 0 {
 			rev = "=" + strconv.FormatInt(a.IfUpdateTime, 10)
 		}
+		v.str(rev)
+		v.str("")
+	} else {
+		v.int(a.HandleRev)
+		v.int(a.Incarnation)
 	}
-	args := make([]any, 0, 19+2*(len(a.Delta.Session)+len(a.Delta.User)+len(a.Delta.Temp)+len(a.Artifacts)))
-	args = append(args, rev, inc, bound, a.Ts, a.InvocationID, a.EventPre, a.EventPost,
-		s.tempTTL.Milliseconds(), s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID))
-	args = appendPairs(args, a.Delta.Session)
-	args = appendPairs(args, a.Delta.User)
-	args = appendPairs(args, a.Delta.Temp)
-	args = appendPairs(args, a.Artifacts)
-	return []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}, args
+	switch {
+	case !a.Concurrent:
+		v.str("")
+	case a.HandleLastTs > 0:
+		v.str("(" + strconv.FormatInt(a.HandleLastTs, 10))
+	default:
+		v.str("-inf")
+	}
+	v.int(a.Ts)
+	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost} {
+		v.str(x)
+	}
+	v.int(s.tempTTL.Milliseconds())
+	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID)} {
+		v.str(x)
+	}
+	for _, pairs := range [][]Pair{a.Delta.Session, a.Delta.User, a.Delta.Temp, a.Artifacts} {
+		v.args = append(v.args, len(pairs))
+		for _, p := range pairs {
+			v.str(p.Key)
+			v.str(p.Value)
+		}
+	}
+	return []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}, v.args
+}
+
+// argv builds a script's arguments with few allocations: each string or
+// int64 put in an interface costs one, so they are kept in two slabs and
+// passed by pointer, which go-redis writes as the value pointed to.
+type argv struct {
+	args []any
+	strs []string
+	ints []int64
+}
+
+// newArgv returns an argv with room for n arguments, of them ns strings and
+// ni integers (more still work, at the cost of another slab).
+func newArgv(n, ns, ni int) *argv {
+	return &argv{args: make([]any, 0, n), strs: make([]string, 0, ns), ints: make([]int64, 0, ni)}
+}
+
+func (v *argv) str(s string) {
+	v.strs = append(v.strs, s)
+	v.args = append(v.args, &v.strs[len(v.strs)-1])
+}
+
+func (v *argv) int(n int64) {
+	v.ints = append(v.ints, n)
+	v.args = append(v.args, &v.ints[len(v.ints)-1])
 }
 
 // AppendCommand is the EVALSHA of append.lua (after "EVALSHA <sha>": the
@@ -247,7 +287,14 @@ func (s *Store) AppendCommand(a AppendArgs) []string {
 	keys, args := s.appendCommand(a)
 	out := append([]string{strconv.Itoa(len(keys))}, keys...)
 	for _, v := range args {
-		out = append(out, fmt.Sprint(v))
+		switch v := v.(type) {
+		case *string:
+			out = append(out, *v)
+		case *int64:
+			out = append(out, strconv.FormatInt(*v, 10))
+		default:
+			out = append(out, fmt.Sprint(v))
+		}
 	}
 	return out
 }

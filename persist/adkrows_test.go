@@ -2,7 +2,6 @@ package persist
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -44,7 +43,7 @@ func insertADKSession(t *testing.T, s *Store, k SessionKey, n int) {
 
 // insertADKRows writes a session of n events with event_data event(i) and
 // times formatted by tf, with no bookkeeping row, plus app and user rows.
-func insertADKRows(t *testing.T, db *sql.DB, k SessionKey, n int, event func(int) string, tf func(time.Time) string) {
+func insertADKRows(t *testing.T, db rawDB, k SessionKey, n int, event func(int) string, tf func(time.Time) string) {
 	t.Helper()
 	exec := func(q string, args ...any) {
 		t.Helper()

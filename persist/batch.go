@@ -5,8 +5,13 @@ import (
 	"time"
 )
 
-// SessionKey names a session.
-type SessionKey struct{ AppName, UserID, SessionID string }
+// SessionKey names a session. Its db tags name the key columns of the
+// bookkeeping tables; queries of sessions select id AS session_id.
+type SessionKey struct {
+	AppName   string `db:"app_name"`
+	UserID    string `db:"user_id"`
+	SessionID string `db:"session_id"`
+}
 
 // EventRow is one row of the events table.
 type EventRow struct {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
@@ -83,7 +84,8 @@ func TestApplyStatementCount(t *testing.T) {
 		}
 		db := sql.OpenDB(countingConnector{c, &n})
 		defer db.Close()
-		cs := &Store{d: s.d, db: db, rd: db}
+		x := sqlx.NewDb(db, s.d.bindDriver)
+		cs := &Store{d: s.d, db: x, rd: x}
 		ctx := context.Background()
 
 		must(t, cs.Apply(ctx, bigBatch(0)))

@@ -18,7 +18,7 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3 AND incarnation = $4 AN
 // another incarnation.
 func (s *Store) LoadCreateState(ctx context.Context, key SessionKey, incarnation int64) (state map[string]json.RawMessage, ok bool, err error) {
 	var raw sql.NullString
-	err = s.rd.QueryRowContext(ctx, readCreateState, key.AppName, key.UserID, key.SessionID, incarnation).Scan(&raw)
+	err = s.rd.GetContext(ctx, &raw, readCreateState, key.AppName, key.UserID, key.SessionID, incarnation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
@@ -18,6 +19,9 @@ import (
 // JSON array of rows and reads it with json_each($1).
 type dialect struct {
 	name string
+	// bindDriver is the driver name that tells sqlx the dialect's
+	// placeholders ($1 or ?), for sqlx.NewDb and Rebind.
+	bindDriver string
 	// bind turns columns (each a []string, jsonColumn, []int64 or []bool,
 	// all of one length) into the statement's arguments.
 	bind func(cols ...any) ([]any, error)
@@ -52,6 +56,12 @@ type batchQueries struct {
 	ensureUserStates string
 	upsertUserStates string
 	trackStates      string
+}
+
+// rebind turns the ? placeholders of a query built by hand into the
+// dialect's, so that it can add parameters without counting them.
+func (d *dialect) rebind(q string) string {
+	return sqlx.Rebind(sqlx.BindType(d.bindDriver), q)
 }
 
 // setCreateState is how trackSessions updates create_state (the same SQL

@@ -48,6 +48,12 @@ func StorageForm(api []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return storageForm(top)
+}
+
+// storageForm converts the top-level members of an API-form event to the
+// storage form.
+func storageForm(top []member) ([]byte, error) {
 	rest, actions, meta := splitEvent(top)
 	out, extra := eventModel.convertMembers(rest, toStorage)
 	var aextra []member

@@ -1,9 +1,10 @@
 package persist
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 )
 
 // CheckAPIKeys finds the first key of an event in API form (valid JSON)
@@ -22,34 +23,52 @@ func CheckAPIKeys(api []byte) (path string, ok bool) {
 }
 
 // checkKeys checks the members of an object of model m; a failure returns
-// the path below v, built only then.
-func (m *model) checkKeys(v []byte) (string, bool) {
-	ms, ok := objectMembers(v)
-	if !ok {
-		return "", true
-	}
-	var seen map[string]bool // only for objects of many members
-	if len(ms) > 8 {
-		seen = make(map[string]bool, len(ms))
-	}
-	for i, mb := range ms {
-		f := m.keys[mb.key]
-		dup := seen[mb.key] || seen == nil && memberIndex(ms[:i], mb.key) >= 0 // the storage form keeps one
-		switch {
-		case f == nil && m.extra == renameExtra && !keptByRename(mb.key), f != nil && mb.key != f.api, dup,
-			m == eventModel && strings.Contains(mb.key, "_"):
-			return pathKey(mb.key), false
+// the path below v, built only then. It runs on every event appended, so it
+// reads the members in place: no slice of them, no string of a key without
+// escapes.
+func (m *model) checkKeys(v []byte) (path string, ok bool) {
+	var small [8][]byte
+	seen := small[:0]        // the keys so far, unescaped
+	var many map[string]bool // instead of seen, in an object of many members
+	ok = true
+	eachItem(v, '{', func(tok, val []byte) {
+		if !ok {
+			return
 		}
-		if seen != nil {
-			seen[mb.key] = true
+		key := tok[1 : len(tok)-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(unquote(tok))
+		}
+		var dup bool // the storage form keeps one
+		switch {
+		case many != nil:
+			dup = many[string(key)]
+			many[string(key)] = true
+		case len(seen) == cap(small):
+			many = make(map[string]bool, 2*len(seen))
+			for _, k := range seen {
+				many[string(k)] = true
+			}
+			dup = many[string(key)]
+			many[string(key)] = true
+		default:
+			dup = slices.ContainsFunc(seen, func(k []byte) bool { return bytes.Equal(k, key) })
+			seen = append(seen, key)
+		}
+		f := m.keys[string(key)]
+		switch {
+		case f == nil && m.extra == renameExtra && !keptByRename(string(key)), f != nil && string(key) != f.api, dup,
+			m == eventModel && bytes.IndexByte(key, '_') >= 0:
+			path, ok = pathKey(string(key)), false
+			return
 		}
 		if f != nil {
-			if p, ok := f.checkKeys(mb.val); !ok {
-				return pathKey(mb.key) + p, false
+			if p, fine := f.checkKeys(val); !fine {
+				path, ok = pathKey(string(key))+p, false
 			}
 		}
-	}
-	return "", true
+	})
+	return path, ok
 }
 
 func (f *field) checkKeys(v []byte) (string, bool) {

@@ -18,6 +18,11 @@ func TestCheckAPIKeys(t *testing.T) {
 		`{"content":{"parts":[{"functionCall":{"":"0","":{}}}]}}`:                                          `.content.parts[0].functionCall[""]`,
 		`{"turn_complete":true}`:                                                                           ".turn_complete",
 		`{"actions":{"requestedAuthConfigs":{"fc 1":{"rawAuthCredential":{"oauth2":{"client_id":"c"}}}}}}`: `.actions.requestedAuthConfigs["fc 1"].rawAuthCredential.oauth2.client_id`,
+		// Twice in one object: among few members, among many, escaped.
+		`{"content":{"parts":[{"text":"x","thought":true,"text":"y"}]}}`:                                                                                                 ".content.parts[0].text",
+		`{"content":{"parts":[{"text":"x","thought":true,"\u0074ext":"y"}]}}`:                                                                                            ".content.parts[0].text",
+		`{"id":"e","author":"a","branch":"b","timestamp":1,"partial":true,"turnComplete":true,"interrupted":true,"errorCode":"c","errorMessage":"m","author":"b"}`:       ".author",
+		`{"id":"e","author":"a","branch":"b","timestamp":1,"partial":true,"turnComplete":true,"interrupted":true,"errorCode":"c","errorMessage":"m","invocationId":"i"}`: "",
 	} {
 		path, ok := CheckAPIKeys([]byte(api))
 		if ok != (want == "") || path != want {

@@ -101,8 +101,15 @@ func apply(t *testing.T, s *Store, b *Batch) {
 	must(t, s.Apply(context.Background(), b))
 }
 
+// rawDB is what the test helpers use of a handle: a *sql.DB the test
+// opened or a Store's *sqlx.DB.
+type rawDB interface {
+	Exec(query string, args ...any) (sql.Result, error)
+	Query(query string, args ...any) (*sql.Rows, error)
+}
+
 // queryStrings returns the rows of a query whose columns all scan as text.
-func queryStrings(t *testing.T, db *sql.DB, q string, args ...any) [][]string {
+func queryStrings(t *testing.T, db rawDB, q string, args ...any) [][]string {
 	t.Helper()
 	rows, err := db.Query(q, args...)
 	must(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/adksession/adksession/cache"
@@ -272,21 +273,47 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev})
 }
 
-// eventRow makes the events row of a cached event.
+// eventRow makes the events row of a cached event: one parse of its JSON
+// gives the storage form and the id and invocation id.
 func eventRow(k SessionKey, e cache.EventRecord) (EventRow, error) {
-	data, err := StorageForm([]byte(e.JSON))
+	fail := func(err error) (EventRow, error) {
+		return EventRow{}, fmt.Errorf("event %d of session %s: %w", e.Seq, k.SessionID, err)
+	}
+	top, err := eventMembers([]byte(e.JSON))
 	if err != nil {
-		return EventRow{}, fmt.Errorf("event %d of session %s: %w", e.Seq, k.SessionID, err)
+		return fail(err)
 	}
-	var head struct {
-		ID           string `json:"id"`
-		InvocationID string `json:"invocationId"`
+	id, inv, err := eventHead(top)
+	if err != nil {
+		return fail(err)
 	}
-	if err := json.Unmarshal([]byte(e.JSON), &head); err != nil {
-		return EventRow{}, fmt.Errorf("event %d of session %s: %w", e.Seq, k.SessionID, err)
+	data, err := storageForm(top)
+	if err != nil {
+		return fail(err)
 	}
-	return EventRow{Key: k, ID: head.ID, InvocationID: head.InvocationID,
-		Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data}, nil
+	return EventRow{Key: k, ID: id, InvocationID: inv, Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data}, nil
+}
+
+// eventHead reads the id and invocation id of an API-form event's members
+// as encoding/json reads them into string fields: keys matched without
+// regard to case, the last one wins, null reads as "", any other value that
+// is not a string is an error.
+func eventHead(top []member) (id, inv string, err error) {
+	for _, m := range top {
+		var to *string
+		switch {
+		case strings.EqualFold(m.key, "id"):
+			to = &id
+		case strings.EqualFold(m.key, "invocationId"):
+			to = &inv
+		default:
+			continue
+		}
+		if err := json.Unmarshal(m.val, to); err != nil {
+			return "", "", fmt.Errorf("event json: member %q: %w", m.key, err)
+		}
+	}
+	return id, inv, nil
 }
 
 // reject dead-letters what the database refused (ApplyEach) and keeps the

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -24,12 +25,20 @@ type Listing struct {
 	Users map[string]map[string]json.RawMessage
 }
 
-// listColumns are what a listing reads of a session row: its user's state,
-// then sessionColumns.
-const listColumns = `us.state, ` + sessionColumns
+// listColumns are what a listing reads of a session row, into a listRow:
+// its key, its user's state, then sessionColumns.
+const listColumns = `s.user_id, s.id, us.state AS user_state, ` + sessionColumns
 
 // listUsers joins the user state of each session to sessionFrom.
 const listUsers = ` LEFT JOIN user_states AS us ON us.app_name = s.app_name AND us.user_id = s.user_id`
+
+// listRow receives listColumns.
+type listRow struct {
+	UserID    string      `db:"user_id"`
+	SessionID string      `db:"id"`
+	UserState stateColumn `db:"user_state"`
+	sessionRow
+}
 
 // ListSessions returns up to limit sessions of app (every user), in
 // (user id, session id) byte order, starting after the keyset cursor after
@@ -38,25 +47,14 @@ const listUsers = ` LEFT JOIN user_states AS us ON us.app_name = s.app_name AND 
 // order of Redis's app index, so that listings merge the two.
 func (s *Store) ListSessions(ctx context.Context, app string, after SessionKey, limit int) (*Listing, error) {
 	q, args := s.d.listQuery(app, after, limit)
-	rows, err := s.rd.QueryContext(ctx, q, args...)
-	if err != nil {
+	var rows []listRow
+	if err := s.rd.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, fmt.Errorf("list sessions of app %q: %w", app, err)
 	}
-	defer rows.Close()
 	out := &Listing{Users: map[string]map[string]json.RawMessage{}}
-	for rows.Next() {
-		key := SessionKey{AppName: app}
-		var r sessionRow
-		var user []byte
-		if err := rows.Scan(append([]any{&key.UserID, &key.SessionID, &user}, r.dest()...)...); err != nil {
-			return nil, fmt.Errorf("list sessions of app %q: %w", app, err)
-		}
-		if err := out.add(key, &r, user); err != nil {
-			return nil, fmt.Errorf("list sessions of app %q: %w", app, err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sessions of app %q: %w", app, err)
+	for i := range rows {
+		r := &rows[i]
+		out.add(SessionKey{AppName: app, UserID: r.UserID, SessionID: r.SessionID}, &r.sessionRow, r.UserState)
 	}
 	return out, nil
 }
@@ -64,15 +62,14 @@ func (s *Store) ListSessions(ctx context.Context, app string, after SessionKey, 
 // listQuery is the query of ListSessions and its arguments.
 func (d *dialect) listQuery(app string, after SessionKey, limit int) (string, []any) {
 	c := d.byteOrder
-	q := `SELECT s.user_id, s.id, ` + listColumns + ` ` + sessionFrom + listUsers + `
-WHERE s.app_name = $1 AND ` + sessionLive
+	q := `SELECT ` + listColumns + ` ` + sessionFrom + listUsers + `
+WHERE s.app_name = ? AND ` + sessionLive
 	args := []any{app}
 	if after != (SessionKey{}) {
 		args = append(args, after.UserID, after.SessionID)
-		q += fmt.Sprintf(` AND (s.user_id%s, s.id%s) > ($2, $3)`, c, c)
+		q += ` AND (s.user_id` + c + `, s.id` + c + `) > (?, ?)`
 	}
-	args = append(args, limit)
-	return q + fmt.Sprintf(` ORDER BY s.user_id%s, s.id%s LIMIT $%d`, c, c, len(args)), args
+	return d.rebind(q + ` ORDER BY s.user_id` + c + `, s.id` + c + ` LIMIT ?`), append(args, limit)
 }
 
 // ReadSessions reads, in one query, the sessions of app named by keys
@@ -91,77 +88,53 @@ func (s *Store) ReadSessions(ctx context.Context, app string, keys []SessionKey)
 	if err != nil {
 		return nil, err
 	}
-	q := `SELECT k.user_id, k.id, s.id IS NOT NULL AND ` + sessionLive + `, ` + listColumns + `
+	q := `SELECT k.user_id, k.id, s.id IS NOT NULL AND ` + sessionLive + ` AS found, us.state AS user_state,
+  ` + sessionColumns + `
 FROM ` + s.d.pairs + `
 LEFT JOIN user_states AS us ON us.app_name = $1 AND us.user_id = k.user_id
 LEFT JOIN sessions AS s ON s.app_name = $1 AND s.user_id = k.user_id AND s.id = k.id
 LEFT JOIN adksession_sessions AS t
   ON t.app_name = s.app_name AND t.user_id = s.user_id AND t.session_id = s.id`
-	rows, err := s.rd.QueryContext(ctx, q, append([]any{app}, args...)...)
-	if err != nil {
+	var rows []readRow
+	if err := s.rd.SelectContext(ctx, &rows, q, append([]any{app}, args...)...); err != nil {
 		return nil, fmt.Errorf("read sessions of app %q: %w", app, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		key := SessionKey{AppName: app}
-		var found bool
-		var user []byte
-		var r sessionRow
-		var created, updated nullTime
-		if err := rows.Scan(&key.UserID, &key.SessionID, &found, &user, &r.state, &created, &updated, &r.inc, &r.rev); err != nil {
-			return nil, fmt.Errorf("read sessions of app %q: %w", app, err)
-		}
-		if !found {
-			if err := out.addUser(key.UserID, user); err != nil {
-				return nil, fmt.Errorf("read sessions of app %q: %w", app, err)
-			}
+	for _, r := range rows {
+		key := SessionKey{AppName: app, UserID: r.UserID, SessionID: r.SessionID}
+		if !r.Found {
+			out.addUser(key.UserID, r.UserState)
 			continue
 		}
-		r.created, r.updated = created.dbTime, updated.dbTime
-		if err := out.add(key, &r, user); err != nil {
-			return nil, fmt.Errorf("read sessions of app %q: %w", app, err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read sessions of app %q: %w", app, err)
+		out.add(key, &sessionRow{State: r.State, Created: r.Created.V, Updated: r.Updated.V,
+			Incarnation: r.Incarnation, Rev: r.Rev}, r.UserState)
 	}
 	return out, nil
 }
 
-func (l *Listing) add(key SessionKey, r *sessionRow, user []byte) error {
-	sum, err := r.summary(key)
-	if err != nil {
-		return fmt.Errorf("session %q of user %q: %w", key.SessionID, key.UserID, err)
-	}
-	l.Sessions = append(l.Sessions, sum)
-	return l.addUser(key.UserID, user)
+// readRow receives a row of ReadSessions: a key named, whether the
+// database has that session, its user's state and, when found,
+// sessionColumns (the times are NULL otherwise).
+type readRow struct {
+	UserID      string           `db:"user_id"`
+	SessionID   string           `db:"id"`
+	Found       bool             `db:"found"`
+	UserState   stateColumn      `db:"user_state"`
+	State       stateColumn      `db:"state"`
+	Created     sql.Null[dbTime] `db:"create_time"`
+	Updated     sql.Null[dbTime] `db:"update_time"`
+	Incarnation sql.NullInt64    `db:"incarnation"`
+	Rev         int64            `db:"rev"`
 }
 
-func (l *Listing) addUser(user string, state []byte) error {
-	if _, ok := l.Users[user]; ok {
-		return nil
-	}
-	m, err := decodeState(state)
-	if err != nil {
-		return fmt.Errorf("state of user %q: %w", user, err)
-	}
-	l.Users[user] = m
-	return nil
+func (l *Listing) add(key SessionKey, r *sessionRow, user stateColumn) {
+	l.Sessions = append(l.Sessions, r.summary(key))
+	l.addUser(key.UserID, user)
 }
 
-// nullTime scans a timestamp column of an outer join, NULL when the row is
-// missing.
-type nullTime struct {
-	dbTime
-	valid bool
-}
-
-// Scan implements sql.Scanner.
-func (n *nullTime) Scan(v any) error {
-	if n.valid = v != nil; !n.valid {
-		return nil
+func (l *Listing) addUser(user string, state stateColumn) {
+	if _, ok := l.Users[user]; !ok {
+		l.Users[user] = state
 	}
-	return n.dbTime.Scan(v)
 }
 
 // SessionTime is a session id and its last update, for a user's index.
@@ -173,23 +146,16 @@ type SessionTime struct {
 // SessionTimes returns the id and update time of every session of (app,
 // user) that the database has and has not deleted, in no order.
 func (s *Store) SessionTimes(ctx context.Context, app, user string) ([]SessionTime, error) {
-	rows, err := s.rd.QueryContext(ctx, s.d.timesQuery(), app, user)
-	if err != nil {
+	var rows []struct {
+		SessionID string `db:"id"`
+		Updated   dbTime `db:"update_time"`
+	}
+	if err := s.rd.SelectContext(ctx, &rows, s.d.timesQuery(), app, user); err != nil {
 		return nil, fmt.Errorf("list sessions of user %q: %w", user, err)
 	}
-	defer rows.Close()
-	var out []SessionTime
-	for rows.Next() {
-		var st SessionTime
-		var t dbTime
-		if err := rows.Scan(&st.SessionID, &t); err != nil {
-			return nil, fmt.Errorf("list sessions of user %q: %w", user, err)
-		}
-		st.UpdateTime = t.t
-		out = append(out, st)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sessions of user %q: %w", user, err)
+	out := make([]SessionTime, len(rows))
+	for i, r := range rows {
+		out[i] = SessionTime{SessionID: r.SessionID, UpdateTime: r.Updated.t}
 	}
 	return out, nil
 }

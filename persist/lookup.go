@@ -14,17 +14,16 @@ import (
 // one primary-key lookup: the append path uses it to tell a retried event
 // from a new one when the session's older events are no longer in Redis.
 func (s *Store) LoadEvent(ctx context.Context, key SessionKey, id string) (*EventRow, error) {
-	e := &EventRow{Key: key}
-	var ts dbTime
-	err := s.rd.QueryRowContext(ctx, `SELECT id, invocation_id, "timestamp", event_data FROM events
+	var r storedEvent
+	err := s.rd.GetContext(ctx, &r, `SELECT `+eventColumns+` FROM events
 WHERE id = $1 AND app_name = $2 AND user_id = $3 AND session_id = $4`,
-		id, key.AppName, key.UserID, key.SessionID).Scan(&e.ID, &e.InvocationID, &ts, &e.Data)
+		id, key.AppName, key.UserID, key.SessionID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, cache.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up event %q of session %q: %w", id, key.SessionID, err)
 	}
-	e.Timestamp = ts.t
-	return e, nil
+	e := r.event(key)
+	return &e, nil
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // migrationFS holds the migrations, one directory per dialect, each file
@@ -58,7 +60,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tx, err := s.beginTx(ctx, s.db, nil)
+	tx, err := s.beginTxx(ctx, s.db, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -131,25 +133,18 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	return checkADKVersion(ctx, s.db)
 }
 
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func migratedVersion(ctx context.Context, q querier) (int, error) {
+func migratedVersion(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 	var v int
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM adksession_schema_migrations`).Scan(&v)
+	err := sqlx.GetContext(ctx, q, &v, `SELECT COALESCE(MAX(version), 0) FROM adksession_schema_migrations`)
 	if err != nil {
 		return 0, fmt.Errorf("read migration version: %w", err)
 	}
 	return v, nil
 }
 
-func checkADKVersion(ctx context.Context, q querier) error {
+func checkADKVersion(ctx context.Context, q sqlx.QueryerContext) error {
 	var v string
-	err := q.QueryRowContext(ctx, `SELECT value FROM adk_internal_metadata WHERE key = 'schema_version'`).Scan(&v)
+	err := sqlx.GetContext(ctx, q, &v, `SELECT value FROM adk_internal_metadata WHERE key = 'schema_version'`)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: adk_internal_metadata has no schema_version, want %q", ErrSchema, adkSchemaVersion)
 	}
@@ -165,7 +160,7 @@ func checkADKVersion(ctx context.Context, q querier) error {
 // refuseV0 returns ErrSchema for a database that ADK Python created with its
 // v0 schema (an events table but no adk_internal_metadata): its rows must be
 // migrated by ADK's own tool first.
-func refuseV0(ctx context.Context, q querier, d *dialect) error {
+func refuseV0(ctx context.Context, q sqlx.QueryerContext, d *dialect) error {
 	events, err := tableExists(ctx, q, d, "events")
 	if err != nil {
 		return err
@@ -180,9 +175,9 @@ func refuseV0(ctx context.Context, q querier, d *dialect) error {
 	return nil
 }
 
-func tableExists(ctx context.Context, q querier, d *dialect, table string) (bool, error) {
+func tableExists(ctx context.Context, q sqlx.QueryerContext, d *dialect, table string) (bool, error) {
 	var ok bool
-	if err := q.QueryRowContext(ctx, d.tableExists, table).Scan(&ok); err != nil {
+	if err := sqlx.GetContext(ctx, q, &ok, d.tableExists, table); err != nil {
 		return false, fmt.Errorf("look up table %s: %w", table, err)
 	}
 	return ok, nil

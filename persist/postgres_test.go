@@ -17,7 +17,7 @@ import (
 
 // pgDescription describes the ADK tables of a database: columns, keys,
 // indexes, triggers and the trigger function, as text lines.
-func pgDescription(t *testing.T, db *sql.DB) map[string][][]string {
+func pgDescription(t *testing.T, db rawDB) map[string][][]string {
 	const adkTables = `('adk_internal_metadata', 'app_states', 'user_states', 'sessions', 'events')`
 	return map[string][][]string{
 		"columns": queryStrings(t, db, `SELECT table_name, column_name, ordinal_position, data_type,
@@ -39,7 +39,7 @@ FROM information_schema.triggers WHERE trigger_schema = current_schema() ORDER B
 	}
 }
 
-func execFile(t *testing.T, db *sql.DB, names ...string) {
+func execFile(t *testing.T, db rawDB, names ...string) {
 	t.Helper()
 	for _, name := range names {
 		b, err := os.ReadFile("testdata/" + name)

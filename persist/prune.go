@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // The database side of a prune (service.Prune, docs/operations.md
@@ -37,20 +39,8 @@ func (s *Store) pruneQueries() *pruneQueries {
 // order (ADK JS: id, app_name, user_id; ADK Python: app_name, user_id, id),
 // so that the walk follows the key's index whoever created the table.
 func (s *Store) sessionsKeyOrder(ctx context.Context) ([]string, error) {
-	rows, err := s.rd.QueryContext(ctx, s.pruneQueries().primaryKey)
-	if err != nil {
-		return nil, fmt.Errorf("read the primary key of sessions: %w", err)
-	}
-	defer rows.Close()
 	var cols []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return nil, fmt.Errorf("read the primary key of sessions: %w", err)
-		}
-		cols = append(cols, c)
-	}
-	if err := rows.Err(); err != nil {
+	if err := s.rd.SelectContext(ctx, &cols, s.pruneQueries().primaryKey); err != nil {
 		return nil, fmt.Errorf("read the primary key of sessions: %w", err)
 	}
 	sorted := slices.Sorted(slices.Values(cols))
@@ -81,63 +71,38 @@ func (s *Store) IdleSessions(ctx context.Context, cutoff time.Time, app string) 
 		return nil, err
 	}
 	cols := make([]string, len(order))
-	params := make([]string, len(order))
 	for i, c := range order {
-		cols[i], params[i] = "s."+c, fmt.Sprintf("$%d", i+4)
+		cols[i] = "s." + c
 	}
 	list := strings.Join(cols, ", ")
 	query := func(keyset string) string {
-		return `SELECT s.app_name, s.user_id, s.id, s.create_time, s.update_time, t.incarnation, ` + sessionRevColumn + `
+		return s.d.rebind(`SELECT s.app_name, s.user_id, s.id AS session_id, s.create_time, s.update_time, t.incarnation,
+  ` + sessionRevColumn + ` AS rev
 ` + sessionFrom + `
-WHERE ` + keyset + `s.update_time < $1 AND ($2 = '' OR s.app_name = $2) AND ` + sessionLive + `
-ORDER BY ` + list + ` LIMIT $3`
+WHERE ` + keyset + `s.update_time < ? AND (? = '' OR s.app_name = ?) AND ` + sessionLive + `
+ORDER BY ` + list + ` LIMIT ?`)
 	}
 	return &PruneWalk{s: s, order: order, cutoff: formatTime(cutoff), app: app,
-		first: query(""), next: query("(" + list + ") > (" + strings.Join(params, ", ") + ") AND ")}, nil
+		first: query(""), next: query("(" + list + ") > (" + strings.Repeat("?, ", len(order)-1) + "?) AND ")}, nil
 }
-
-// sessionRevColumn is the rev of a session row: its bookkeeping's, or its
-// number of events for a session ADK wrote.
-const sessionRevColumn = `COALESCE(t.rev, (SELECT count(*) FROM events AS e
-    WHERE e.app_name = s.app_name AND e.user_id = s.user_id AND e.session_id = s.id))`
 
 // Next returns the next up to limit idle sessions; none at the end.
 func (w *PruneWalk) Next(ctx context.Context, limit int) ([]PruneCandidate, error) {
-	query, args := w.first, []any{w.cutoff, w.app, limit}
-	if w.after != nil {
-		byName := map[string]string{"app_name": w.after.AppName, "user_id": w.after.UserID, "id": w.after.SessionID}
-		for _, c := range w.order {
-			args = append(args, byName[c])
-		}
-		query = w.next
-	}
-	tx, err := w.s.beginTx(ctx, w.s.rd, readTx)
+	query, args := w.page(limit)
+	tx, err := w.s.beginTxx(ctx, w.s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("read idle sessions: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
+	var rows []keyedSessionRow
+	if err := tx.SelectContext(ctx, &rows, query, args...); err != nil {
 		return nil, fmt.Errorf("read idle sessions: %w", err)
 	}
-	defer rows.Close()
-	var out []PruneCandidate
-	for rows.Next() {
-		var c PruneCandidate
-		var created, updated dbTime
-		var inc sql.NullInt64
-		if err := rows.Scan(&c.Key.AppName, &c.Key.UserID, &c.Key.SessionID, &created, &updated, &inc, &c.Rev); err != nil {
-			return nil, fmt.Errorf("read idle sessions: %w", err)
-		}
-		c.UpdateTime, c.Tracked = updated.t, inc.Valid
-		c.Incarnation = inc.Int64
-		if !c.Tracked {
-			c.Incarnation = created.t.UnixMicro()
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read idle sessions: %w", err)
+	out := make([]PruneCandidate, len(rows))
+	for i, r := range rows {
+		sum := r.summary(r.SessionKey)
+		out[i] = PruneCandidate{Key: r.SessionKey, Incarnation: sum.Incarnation, Rev: sum.Rev,
+			Tracked: r.Incarnation.Valid, UpdateTime: sum.UpdateTime}
 	}
 	if len(out) > 0 {
 		w.after = &out[len(out)-1].Key
@@ -145,17 +110,37 @@ func (w *PruneWalk) Next(ctx context.Context, limit int) ([]PruneCandidate, erro
 	return out, nil
 }
 
+// page returns the query of the next page of up to limit sessions and its
+// arguments.
+func (w *PruneWalk) page(limit int) (string, []any) {
+	if w.after == nil {
+		return w.first, []any{w.cutoff, w.app, w.app, limit}
+	}
+	byName := map[string]string{"app_name": w.after.AppName, "user_id": w.after.UserID, "id": w.after.SessionID}
+	var args []any
+	for _, c := range w.order {
+		args = append(args, byName[c])
+	}
+	return w.next, append(args, w.cutoff, w.app, w.app, limit)
+}
+
+// keyedSessionRow is a sessionRow with its key.
+type keyedSessionRow struct {
+	SessionKey
+	sessionRow
+}
+
 // CountIdleSessions counts the sessions IdleSessions would walk (a scan of
 // the sessions table: for a progress bar).
 func (s *Store) CountIdleSessions(ctx context.Context, cutoff time.Time, app string) (int64, error) {
-	tx, err := s.beginTx(ctx, s.rd, readTx)
+	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
 		return 0, fmt.Errorf("count idle sessions: %w", err)
 	}
 	defer tx.Rollback()
 	var n int64
-	err = tx.QueryRowContext(ctx, `SELECT count(*) `+sessionFrom+`
-WHERE s.update_time < $1 AND ($2 = '' OR s.app_name = $2) AND `+sessionLive, formatTime(cutoff), app).Scan(&n)
+	err = tx.GetContext(ctx, &n, `SELECT count(*) `+sessionFrom+`
+WHERE s.update_time < $1 AND ($2 = '' OR s.app_name = $2) AND `+sessionLive, formatTime(cutoff), app)
 	if err != nil {
 		return 0, fmt.Errorf("count idle sessions: %w", err)
 	}
@@ -188,7 +173,7 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 	if dryRun {
 		pool, opts = s.rd, readTx
 	}
-	tx, err := s.beginTx(ctx, pool, opts)
+	tx, err := s.beginTxx(ctx, pool, opts)
 	if err != nil {
 		return nil, fmt.Errorf("prune sessions: %w", err)
 	}
@@ -199,11 +184,11 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 		for i, cd := range cands {
 			keys[i] = lockKey("s", cd.Key.AppName, cd.Key.UserID, cd.Key.SessionID)
 		}
-		if err := s.exec(ctx, tx, "lock sessions", q, keys); err != nil {
+		if err := s.exec(ctx, tx.Tx, "lock sessions", q, keys); err != nil {
 			return nil, fmt.Errorf("prune sessions: %w", err)
 		}
 	}
-	now, stateBytes, err := s.recheck(ctx, tx, cands)
+	now, err := s.recheck(ctx, tx, cands)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +201,7 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 			out.Changed = append(out.Changed, cd.Key)
 		default:
 			out.Deleted = append(out.Deleted, cd.Key)
-			out.Bytes += stateBytes[cd.Key]
+			out.Bytes += row.StateBytes.Int64
 			c.add(0, cd.Key.AppName).add(1, cd.Key.UserID).add(2, cd.Key.SessionID)
 		}
 	}
@@ -228,19 +213,22 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 	if err != nil {
 		return nil, fmt.Errorf("prune sessions: %w", err)
 	}
-	var eventBytes int64
-	if err := tx.QueryRowContext(ctx, s.pruneQueries().eventSizes, args...).Scan(&out.Events, &eventBytes); err != nil {
+	var sizes struct {
+		Events int64 `db:"events"`
+		Bytes  int64 `db:"bytes"`
+	}
+	if err := tx.GetContext(ctx, &sizes, s.pruneQueries().eventSizes, args...); err != nil {
 		return nil, fmt.Errorf("prune sessions: count events: %w", err)
 	}
-	out.Bytes += eventBytes
+	out.Events, out.Bytes = sizes.Events, out.Bytes+sizes.Bytes
 	if dryRun {
 		return out, nil
 	}
 	// The trigger deletes the sessions' events.
-	if err := s.exec(ctx, tx, "delete sessions", s.d.q.purgeSessions, keys...); err != nil {
+	if err := s.exec(ctx, tx.Tx, "delete sessions", s.d.q.purgeSessions, keys...); err != nil {
 		return nil, fmt.Errorf("prune sessions: %w", err)
 	}
-	if err := s.exec(ctx, tx, "delete bookkeeping", s.pruneQueries().untrack, keys...); err != nil {
+	if err := s.exec(ctx, tx.Tx, "delete bookkeeping", s.pruneQueries().untrack, keys...); err != nil {
 		return nil, fmt.Errorf("prune sessions: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -251,48 +239,39 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 
 // rechecked is a session row as DeleteIdleSessions reads it again.
 type rechecked struct {
-	updated  time.Time
-	inc, rev sql.NullInt64
-	deleted  sql.NullBool
+	SessionKey
+	Updated     dbTime        `db:"update_time"`
+	Incarnation sql.NullInt64 `db:"incarnation"` // NULL: untracked
+	Rev         sql.NullInt64 `db:"rev"`
+	Deleted     sql.NullBool  `db:"deleted"`
+	StateBytes  sql.NullInt64 `db:"state_bytes"` // the stored size of the state
 }
 
 // same reports whether the row is still what the walk read as c.
 func (r rechecked) same(c PruneCandidate) bool {
-	if !r.updated.Equal(c.UpdateTime) || r.inc.Valid != c.Tracked || (r.deleted.Valid && r.deleted.Bool) {
+	if !r.Updated.t.Equal(c.UpdateTime) || r.Incarnation.Valid != c.Tracked || (r.Deleted.Valid && r.Deleted.Bool) {
 		return false
 	}
-	return !c.Tracked || (r.inc.Int64 == c.Incarnation && r.rev.Int64 == c.Rev)
+	return !c.Tracked || (r.Incarnation.Int64 == c.Incarnation && r.Rev.Int64 == c.Rev)
 }
 
-// recheck reads the candidates' rows again, and the size of their state.
-func (s *Store) recheck(ctx context.Context, tx *sql.Tx, cands []PruneCandidate) (map[SessionKey]rechecked, map[SessionKey]int64, error) {
+// recheck reads the candidates' rows again.
+func (s *Store) recheck(ctx context.Context, tx *sqlx.Tx, cands []PruneCandidate) (map[SessionKey]rechecked, error) {
 	var c columns
 	for _, cd := range cands {
 		c.add(0, cd.Key.AppName).add(1, cd.Key.UserID).add(2, cd.Key.SessionID)
 	}
 	args, err := s.d.bind(c.take(3)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("prune sessions: %w", err)
+		return nil, fmt.Errorf("prune sessions: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, s.pruneQueries().recheck, args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("prune sessions: read them again: %w", err)
+	var rows []rechecked
+	if err := tx.SelectContext(ctx, &rows, s.pruneQueries().recheck, args...); err != nil {
+		return nil, fmt.Errorf("prune sessions: read them again: %w", err)
 	}
-	defer rows.Close()
-	now, sizes := map[SessionKey]rechecked{}, map[SessionKey]int64{}
-	for rows.Next() {
-		var k SessionKey
-		var r rechecked
-		var updated dbTime
-		var size sql.NullInt64
-		if err := rows.Scan(&k.AppName, &k.UserID, &k.SessionID, &updated, &r.inc, &r.rev, &r.deleted, &size); err != nil {
-			return nil, nil, fmt.Errorf("prune sessions: read them again: %w", err)
-		}
-		r.updated = updated.t
-		now[k], sizes[k] = r, size.Int64
+	now := make(map[SessionKey]rechecked, len(rows))
+	for _, r := range rows {
+		now[r.SessionKey] = r
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("prune sessions: read them again: %w", err)
-	}
-	return now, sizes, nil
+	return now, nil
 }

@@ -10,8 +10,9 @@ import (
 // StateRef names an app's state (UserID "") or a user's, with the
 // revision of its row (0 for a row ADK wrote).
 type StateRef struct {
-	AppName, UserID string
-	Rev             int64
+	AppName string `db:"app_name"`
+	UserID  string `db:"user_id"`
+	Rev     int64  `db:"rev"`
 }
 
 // DeleteSessionlessUsers deletes the user_states rows (and their
@@ -46,7 +47,7 @@ func (s *Store) deleteSessionless(ctx context.Context, refs []StateRef, apps boo
 	if dryRun {
 		since, pool, opts = cutoff, s.rd, readTx
 	}
-	tx, err := s.beginTx(ctx, pool, opts)
+	tx, err := s.beginTxx(ctx, pool, opts)
 	if err != nil {
 		return nil, fmt.Errorf("prune states of %s: %w", what, err)
 	}
@@ -58,7 +59,7 @@ func (s *Store) deleteSessionless(ctx context.Context, refs []StateRef, apps boo
 		locks[i] = lockKey("t", r.AppName, r.UserID)
 	}
 	if lq := s.d.q.lockKeys; lq != "" && !dryRun {
-		if err := s.exec(ctx, tx, "lock states", lq, locks); err != nil {
+		if err := s.exec(ctx, tx.Tx, "lock states", lq, locks); err != nil {
 			return nil, fmt.Errorf("prune states of %s: %w", what, err)
 		}
 	}
@@ -66,8 +67,8 @@ func (s *Store) deleteSessionless(ctx context.Context, refs []StateRef, apps boo
 	if err != nil {
 		return nil, fmt.Errorf("prune states of %s: %w", what, err)
 	}
-	out, err := scanStateRefs(ctx, tx, find, append(args, formatTime(since))...)
-	if err != nil {
+	var out []StateRef
+	if err := tx.SelectContext(ctx, &out, find, append(args, formatTime(since))...); err != nil {
 		return nil, fmt.Errorf("prune states of %s: find those without sessions: %w", what, err)
 	}
 	if dryRun || len(out) == 0 {
@@ -78,36 +79,16 @@ func (s *Store) deleteSessionless(ctx context.Context, refs []StateRef, apps boo
 		c.add(0, r.AppName).add(1, r.UserID)
 	}
 	keys := c.take(2)
-	if err := s.exec(ctx, tx, "delete states", drop, keys[:width]...); err != nil {
+	if err := s.exec(ctx, tx.Tx, "delete states", drop, keys[:width]...); err != nil {
 		return nil, fmt.Errorf("prune states of %s: %w", what, err)
 	}
-	if err := s.exec(ctx, tx, "delete state bookkeeping", q.dropStateRevs, keys...); err != nil {
+	if err := s.exec(ctx, tx.Tx, "delete state bookkeeping", q.dropStateRevs, keys...); err != nil {
 		return nil, fmt.Errorf("prune states of %s: %w", what, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("prune states of %s: commit: %w", what, err)
 	}
 	return out, nil
-}
-
-// scanStateRefs runs a query answering (app, user, rev or NULL).
-func scanStateRefs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]StateRef, error) {
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []StateRef
-	for rows.Next() {
-		var r StateRef
-		var rev sql.NullInt64
-		if err := rows.Scan(&r.AppName, &r.UserID, &rev); err != nil {
-			return nil, err
-		}
-		r.Rev = rev.Int64
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 // TombstoneWalk walks the tombstones of adksession_sessions (deleted rows)
@@ -135,42 +116,32 @@ type TombstoneBatch struct {
 func (w *TombstoneWalk) Next(ctx context.Context, limit int, now time.Time, margin time.Duration, dryRun bool) (TombstoneBatch, error) {
 	s := w.s
 	q := `SELECT app_name, user_id, session_id, incarnation, tombstone_inc, tombstone_seen
-FROM adksession_sessions WHERE deleted AND ($1 = '' OR app_name = $1)`
-	args := []any{w.app, limit}
+FROM adksession_sessions WHERE deleted AND (? = '' OR app_name = ?)`
+	args := []any{w.app, w.app}
 	if w.after != nil {
-		q += ` AND (app_name, user_id, session_id) > ($3, $4, $5)`
+		q += ` AND (app_name, user_id, session_id) > (?, ?, ?)`
 		args = append(args, w.after.AppName, w.after.UserID, w.after.SessionID)
 	}
-	rows, err := s.rd.QueryContext(ctx, q+` ORDER BY app_name, user_id, session_id LIMIT $2`, args...)
+	var rows []tombstone
+	err := s.rd.SelectContext(ctx, &rows, s.d.rebind(q+` ORDER BY app_name, user_id, session_id LIMIT ?`), append(args, limit)...)
 	if err != nil {
 		return TombstoneBatch{}, fmt.Errorf("read tombstones: %w", err)
 	}
 	var b TombstoneBatch
 	var stamp, purge columns
 	cutoff := now.Add(-margin)
-	for rows.Next() {
-		var k SessionKey
-		var inc int64
-		var seenInc sql.NullInt64
-		var seen sql.Null[dbTime]
-		if err := rows.Scan(&k.AppName, &k.UserID, &k.SessionID, &inc, &seenInc, &seen); err != nil {
-			rows.Close()
-			return TombstoneBatch{}, fmt.Errorf("read tombstones: %w", err)
-		}
+	for _, t := range rows {
+		k := t.SessionKey
 		b.Read++
 		w.after = &k
 		switch {
-		case !seenInc.Valid || seenInc.Int64 != inc:
+		case !t.SeenIncarnation.Valid || t.SeenIncarnation.Int64 != t.Incarnation:
 			stamp.add(0, k.AppName).add(1, k.UserID).add(2, k.SessionID)
 			b.Stamped++
-		case seen.Valid && seen.V.t.Before(cutoff):
+		case t.Seen.Valid && t.Seen.V.t.Before(cutoff):
 			purge.add(0, k.AppName).add(1, k.UserID).add(2, k.SessionID)
 			b.Purged++
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return TombstoneBatch{}, fmt.Errorf("read tombstones: %w", err)
 	}
 	if dryRun {
 		return b, nil
@@ -182,6 +153,16 @@ FROM adksession_sessions WHERE deleted AND ($1 = '' OR app_name = $1)`
 		return b, err
 	}
 	return b, nil
+}
+
+// tombstone is a deleted bookkeeping row, as TombstoneWalk reads it.
+type tombstone struct {
+	SessionKey
+	Incarnation int64 `db:"incarnation"`
+	// SeenIncarnation and Seen are its stamp: the incarnation and the time
+	// a walk first saw it deleted (NULL: never).
+	SeenIncarnation sql.NullInt64    `db:"tombstone_inc"`
+	Seen            sql.Null[dbTime] `db:"tombstone_seen"`
 }
 
 // execCount runs q on the bound columns and then the extra arguments, on

@@ -203,6 +203,28 @@ func TestDeleteSessionlessStates(t *testing.T) {
 	})
 }
 
+// TestDeleteSessionlessStatesADKWrote: state rows that ADK wrote (no
+// bookkeeping row) go as well, with revision 0.
+func TestDeleteSessionlessStatesADKWrote(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		ctx := context.Background()
+		at := formatTime(adkCreateTime)
+		_, err := s.db.Exec(`INSERT INTO app_states (app_name, state, update_time) VALUES ('adk', '{}', $1)`, at)
+		must(t, err)
+		_, err = s.db.Exec(`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ('adk', 'u', '{}', $1)`, at)
+		must(t, err)
+		users, err := s.DeleteSessionlessUsers(ctx, []StateRef{{AppName: "adk", UserID: "u"}}, pruneAt, false)
+		must(t, err)
+		same(t, "users", users, []StateRef{{"adk", "u", 0}})
+		apps, err := s.DeleteSessionlessApps(ctx, []StateRef{{AppName: "adk"}}, pruneAt, false)
+		must(t, err)
+		same(t, "apps", apps, []StateRef{{"adk", "", 0}})
+		same(t, "user_states", len(queryStrings(t, s.db, `SELECT 1 FROM user_states`)), 0)
+		same(t, "app_states", len(queryStrings(t, s.db, `SELECT 1 FROM app_states`)), 0)
+	})
+}
+
 // TestPurgeTombstones: a walk stamps the tombstones it sees first and
 // purges, in a later walk, those stamped before the margin; a tombstone of
 // an id re-created since is not purged, and one deleted again is stamped
@@ -273,7 +295,9 @@ func TestPruneWalkPlan(t *testing.T) {
 		s := migrated(t, b)
 		w, err := s.IdleSessions(context.Background(), pruneAt, "")
 		must(t, err)
-		plan := explain(t, s, w.next, []any{formatTime(pruneAt), "", 10, "a", "b", "c"})
+		w.after = &SessionKey{"a", "b", "c"}
+		q, args := w.page(10)
+		plan := explain(t, s, q, args)
 		want := map[string]string{"postgres": "Index Cond: (ROW((id)::text, (app_name)::text, (user_id)::text) > ROW(", "sqlite": "SEARCH s USING INDEX sqlite_autoindex_sessions_1 ((app_name,user_id,id)>(?,?,?))"}[b.name]
 		if !strings.Contains(plan, want) || strings.Contains(plan, "Sort") || strings.Contains(plan, "TEMP B-TREE") {
 			t.Fatalf("plan of a page:\n%s\nwant %q and no sort", plan, want)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/jmoiron/sqlx"
 )
 
 // Window selects events: those with timestamp >= After (zero: no bound),
@@ -37,23 +38,26 @@ type LoadedSession struct {
 var readTx = &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
 
 // sessionColumns, sessionFrom and sessionLive read sessions rows with their
-// bookkeeping. The rev of a session that ADK wrote (no bookkeeping row) is
-// its number of events, counted only for such rows.
+// bookkeeping, into a sessionRow.
 const (
-	sessionColumns = `s.state, s.create_time, s.update_time, t.incarnation,
-  COALESCE(t.rev, (SELECT count(*) FROM events AS e
-    WHERE e.app_name = s.app_name AND e.user_id = s.user_id AND e.session_id = s.id))`
-	sessionFrom = `FROM sessions AS s
+	sessionColumns = `s.state, s.create_time, s.update_time, t.incarnation, ` + sessionRevColumn + ` AS rev`
+	sessionFrom    = `FROM sessions AS s
 LEFT JOIN adksession_sessions AS t
   ON t.app_name = s.app_name AND t.user_id = s.user_id AND t.session_id = s.id`
 	sessionLive = `(t.deleted IS NULL OR NOT t.deleted)`
 )
 
+// sessionRevColumn is the rev of a session row: its bookkeeping's, or, for
+// a session that ADK wrote (no bookkeeping row), its number of events,
+// counted only for such rows.
+const sessionRevColumn = `COALESCE(t.rev, (SELECT count(*) FROM events AS e
+    WHERE e.app_name = s.app_name AND e.user_id = s.user_id AND e.session_id = s.id))`
+
 // LoadSession reads a session, its app and user state and the events of
 // window w in one snapshot. It returns cache.ErrNotFound when the database has no
 // such session.
 func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
-	tx, err := s.beginTx(ctx, s.rd, readTx)
+	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
 	}
@@ -78,7 +82,7 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 // (0: no bound), oldest first. It returns cache.ErrNotFound when the database has
 // no such session.
 func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, beforeSeq int64) ([]EventRow, error) {
-	tx, err := s.beginTx(ctx, s.rd, readTx)
+	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
 	}
@@ -97,57 +101,47 @@ func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, before
 // SessionExists reports whether the database has the session.
 func (s *Store) SessionExists(ctx context.Context, key SessionKey) (bool, error) {
 	var n int
-	err := s.rd.QueryRowContext(ctx, `SELECT count(*) `+sessionFrom+`
+	err := s.rd.GetContext(ctx, &n, `SELECT count(*) `+sessionFrom+`
 WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
-		key.AppName, key.UserID, key.SessionID).Scan(&n)
+		key.AppName, key.UserID, key.SessionID)
 	if err != nil {
 		return false, fmt.Errorf("look up session %q: %w", key.SessionID, err)
 	}
 	return n > 0, nil
 }
 
-func loadSessionRow(ctx context.Context, q querier, key SessionKey) (*LoadedSession, error) {
+func loadSessionRow(ctx context.Context, q sqlx.QueryerContext, key SessionKey) (*LoadedSession, error) {
 	var r sessionRow
-	err := q.QueryRowContext(ctx, `SELECT `+sessionColumns+` `+sessionFrom+`
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+sessionColumns+` `+sessionFrom+`
 WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
-		key.AppName, key.UserID, key.SessionID).Scan(r.dest()...)
+		key.AppName, key.UserID, key.SessionID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, cache.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	sum, err := r.summary(key)
-	if err != nil {
-		return nil, err
-	}
+	sum := r.summary(key)
 	return &LoadedSession{Key: key, Incarnation: sum.Incarnation, Rev: sum.Rev, State: sum.State,
 		CreateTime: sum.CreateTime, UpdateTime: sum.UpdateTime}, nil
 }
 
 // sessionRow receives sessionColumns.
 type sessionRow struct {
-	state            []byte
-	created, updated dbTime
-	inc              sql.NullInt64
-	rev              int64
+	State       stateColumn   `db:"state"`
+	Created     dbTime        `db:"create_time"`
+	Updated     dbTime        `db:"update_time"`
+	Incarnation sql.NullInt64 `db:"incarnation"` // NULL: ADK wrote the session
+	Rev         int64         `db:"rev"`
 }
 
-func (r *sessionRow) dest() []any {
-	return []any{&r.state, &r.created, &r.updated, &r.inc, &r.rev}
-}
-
-func (r *sessionRow) summary(key SessionKey) (SessionSummary, error) {
-	state, err := decodeState(r.state)
-	if err != nil {
-		return SessionSummary{}, err
+func (r *sessionRow) summary(key SessionKey) SessionSummary {
+	inc := r.Incarnation.Int64
+	if !r.Incarnation.Valid {
+		inc = r.Created.t.UnixMicro()
 	}
-	inc := r.inc.Int64
-	if !r.inc.Valid {
-		inc = r.created.t.UnixMicro()
-	}
-	return SessionSummary{Key: key, Incarnation: inc, Rev: r.rev, State: state,
-		CreateTime: r.created.t, UpdateTime: r.updated.t}, nil
+	return SessionSummary{Key: key, Incarnation: inc, Rev: r.Rev, State: r.State,
+		CreateTime: r.Created.t, UpdateTime: r.Updated.t}
 }
 
 const (
@@ -179,31 +173,20 @@ func (s *Store) LoadAppState(ctx context.Context, app string) (map[string]json.R
 	return state, rev, nil
 }
 
-func loadState(ctx context.Context, q querier, query string, args ...any) (map[string]json.RawMessage, int64, error) {
-	var state []byte
-	var rev sql.NullInt64
-	err := q.QueryRowContext(ctx, query, args...).Scan(&state, &rev)
+// stateRow receives appStateQuery and userStateQuery.
+type stateRow struct {
+	State stateColumn   `db:"state"`
+	Rev   sql.NullInt64 `db:"rev"` // NULL: untracked
+}
+
+func loadState(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (map[string]json.RawMessage, int64, error) {
+	var r stateRow
+	err := sqlx.GetContext(ctx, q, &r, query, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return map[string]json.RawMessage{}, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	m, err := decodeState(state)
-	return m, rev.Int64, err
-}
-
-// decodeState decodes a state column; NULL or empty is {}.
-func decodeState(b []byte) (map[string]json.RawMessage, error) {
-	m := map[string]json.RawMessage{}
-	if len(b) == 0 {
-		return m, nil
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decode state: %w", err)
-	}
-	if m == nil { // the JSON was null
-		m = map[string]json.RawMessage{}
-	}
-	return m, nil
+	return r.State, r.Rev.Int64, nil
 }

@@ -7,6 +7,7 @@ package persist
 // INSERT ... SELECT ... ON CONFLICT is SQLite's required disambiguation.)
 var sqlite = &dialect{
 	name:        "sqlite",
+	bindDriver:  "sqlite3",
 	bind:        bindJSONRows,
 	noLimit:     -1,
 	byteOrder:   ` COLLATE BINARY`,

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -37,10 +38,14 @@ var ErrSchema = errors.New("adksession: database schema is not migrated")
 var ErrInvalidBatch = errors.New("adksession: invalid batch")
 
 // Store is a connection pool to one database. It is safe for concurrent use.
+//
+// Its handles are sqlx's, over database/sql pools: queries scan into row
+// structs with db tags (sqlx.SelectContext, GetContext), and queries built
+// by hand are written with ? placeholders and rebound to the dialect's.
 type Store struct {
 	d  *dialect
-	db *sql.DB // writes; on SQLite a single connection
-	rd *sql.DB // reads; the same pool as db on Postgres
+	db *sqlx.DB // writes; on SQLite a single connection
+	rd *sqlx.DB // reads; the same pool as db on Postgres
 	// borrowed: the caller's handle (OpenDB), which Close leaves open and
 	// whose session settings are not ours.
 	borrowed bool
@@ -108,9 +113,19 @@ func openPostgres(url string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(c)
+	raw := sql.OpenDB(c)
+	// database/sql keeps 2 idle connections by default: the flusher's
+	// parallel batches and the cold reads would open (fork a backend, and
+	// authenticate) and close a connection for most transactions.
+	raw.SetMaxIdleConns(pgIdleConns)
+	db := sqlx.NewDb(raw, postgres.bindDriver)
 	return &Store{d: postgres, db: db, rd: db}, nil
 }
+
+// pgIdleConns is how many idle connections a Store that Open opened on
+// Postgres keeps: the flusher's parallel batches (FlusherOptions.Parallel,
+// 4 by default) plus cold reads.
+const pgIdleConns = 8
 
 func openSQLite(url string) (*Store, error) {
 	writer, reader, err := sqliteDSNs(url)
@@ -128,7 +143,7 @@ func openSQLite(url string) (*Store, error) {
 		return nil, err
 	}
 	rd.SetMaxOpenConns(4)
-	return &Store{d: sqlite, db: db, rd: rd}, nil
+	return &Store{d: sqlite, db: sqlx.NewDb(db, sqlite.bindDriver), rd: sqlx.NewDb(rd, sqlite.bindDriver)}, nil
 }
 
 // sqliteDSNs returns the modernc.org/sqlite data source names of the writer
@@ -181,7 +196,8 @@ func borrow(ctx context.Context, db *sql.DB, name string) (*Store, error) {
 	if d == nil {
 		return nil, fmt.Errorf("open database: unknown dialect %q (want postgres or sqlite)", name)
 	}
-	s := &Store{d: d, db: db, rd: db, borrowed: true}
+	x := sqlx.NewDb(db, d.bindDriver)
+	s := &Store{d: d, db: x, rd: x, borrowed: true}
 	if err := s.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("open %s database: %w", d.name, err)
 	}
@@ -201,11 +217,11 @@ func dialectNamed(name string) *dialect {
 	return nil
 }
 
-// beginTx begins a transaction on pool; on a borrowed Postgres handle it
+// beginTxx begins a transaction on pool; on a borrowed Postgres handle it
 // first sets the transaction's time zone to UTC, which the timestamps of
 // the queries assume (Open sets it for the whole session).
-func (s *Store) beginTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions) (*sql.Tx, error) {
-	tx, err := pool.BeginTx(ctx, opts)
+func (s *Store) beginTxx(ctx context.Context, pool *sqlx.DB, opts *sql.TxOptions) (*sqlx.Tx, error) {
+	tx, err := pool.BeginTxx(ctx, opts)
 	if err != nil || !s.borrowed || s.d != postgres {
 		return tx, err
 	}
@@ -214,6 +230,16 @@ func (s *Store) beginTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions) 
 		return nil, err
 	}
 	return tx, nil
+}
+
+// beginTx is beginTxx for the batch writes, which run on database/sql's
+// transaction.
+func (s *Store) beginTx(ctx context.Context, pool *sqlx.DB, opts *sql.TxOptions) (*sql.Tx, error) {
+	tx, err := s.beginTxx(ctx, pool, opts)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Tx, nil
 }
 
 // Close closes the connection pools, but not a handle given to OpenDB.

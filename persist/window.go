@@ -3,8 +3,9 @@ package persist
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // eventsQuery returns the query for the events of key with timestamp >=
@@ -12,20 +13,18 @@ import (
 // returning at most limit (0: all), with its arguments. It walks
 // idx_events_app_user_session_ts: O(log n + skip + limit).
 func (d *dialect) eventsQuery(key SessionKey, after time.Time, limit int, skip int64) (string, []any) {
-	q := `SELECT id, invocation_id, "timestamp", event_data FROM events
-WHERE app_name = $1 AND user_id = $2 AND session_id = $3`
+	q := `SELECT ` + eventColumns + ` FROM events
+WHERE app_name = ? AND user_id = ? AND session_id = ?`
 	args := []any{key.AppName, key.UserID, key.SessionID}
 	if !after.IsZero() {
 		args = append(args, formatTime(ceilMicro(after)))
-		q += ` AND "timestamp" >= $4`
+		q += ` AND "timestamp" >= ?`
 	}
 	lim := d.noLimit
 	if limit > 0 {
 		lim = limit
 	}
-	args = append(args, lim, skip)
-	q += fmt.Sprintf(` ORDER BY "timestamp" DESC LIMIT $%d OFFSET $%d`, len(args)-1, len(args))
-	return q, args
+	return d.rebind(q + ` ORDER BY "timestamp" DESC LIMIT ? OFFSET ?`), append(args, lim, skip)
 }
 
 // ceilMicro rounds t up to a whole microsecond, the precision of the
@@ -41,30 +40,37 @@ func ceilMicro(t time.Time) time.Time {
 // bound), oldest first, for a session whose last event has seq rev. Seqs
 // count back from rev, so they assume the database has every event of the
 // session up to rev.
-func (s *Store) loadEvents(ctx context.Context, q querier, key SessionKey, w Window, rev, beforeSeq int64) ([]EventRow, error) {
+func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey, w Window, rev, beforeSeq int64) ([]EventRow, error) {
 	var skip int64
 	if beforeSeq > 0 {
 		skip = max(0, rev-beforeSeq+1)
 	}
 	query, args := s.d.eventsQuery(key, w.After, w.NumRecentEvents, skip)
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
+	var rows []storedEvent
+	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	defer rows.Close()
-	var events []EventRow
-	for rows.Next() {
-		e := EventRow{Key: key, Seq: rev - skip - int64(len(events))}
-		var ts dbTime
-		if err := rows.Scan(&e.ID, &e.InvocationID, &ts, &e.Data); err != nil {
-			return nil, fmt.Errorf("read events: %w", err)
-		}
-		e.Timestamp = ts.t
-		events = append(events, e)
+	events := make([]EventRow, len(rows))
+	for i, r := range rows { // newest first
+		e := r.event(key)
+		e.Seq = rev - skip - int64(i)
+		events[len(rows)-1-i] = e
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
-	}
-	slices.Reverse(events)
 	return events, nil
+}
+
+// eventColumns are the columns of an events row that an storedEvent receives.
+const eventColumns = `id, invocation_id, "timestamp", event_data`
+
+// storedEvent receives eventColumns: an events row.
+type storedEvent struct {
+	ID           string `db:"id"`
+	InvocationID string `db:"invocation_id"`
+	Timestamp    dbTime `db:"timestamp"`
+	Data         []byte `db:"event_data"`
+}
+
+// event returns the row as an event of session key, without its seq.
+func (r *storedEvent) event(key SessionKey) EventRow {
+	return EventRow{Key: key, ID: r.ID, InvocationID: r.InvocationID, Timestamp: r.Timestamp.t, Data: r.Data}
 }

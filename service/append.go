@@ -148,7 +148,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		}
 		// A retry: the first attempt may have stored the event and failed
 		// before its app: step was done. The step is idempotent per event.
-		if err := s.finishApp(ctx, a.App, cache.AppendChangeID(dup.Incarnation, a.User, a.SID, a.EventID), a.Delta.App); err != nil {
+		if err := s.finishApp(ctx, &a, dup.Incarnation); err != nil {
 			return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 		}
 		return nil, nil
@@ -161,7 +161,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 	case err != nil:
 		return nil, fmt.Errorf("append event %s to session %s: %w", a.EventID, a.SID, err)
 	}
-	if err := s.finishApp(ctx, a.App, cache.AppendChangeID(res.Incarnation, a.User, a.SID, a.EventID), a.Delta.App); err != nil {
+	if err := s.finishApp(ctx, &a, res.Incarnation); err != nil {
 		return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 	}
 	p.stored.Timestamp = time.UnixMicro(res.Ts).UTC()
@@ -345,13 +345,18 @@ func (s *Service) applyApp(ctx context.Context, app, id string, pairs []cache.Pa
 	return persist.ApplyAppState(ctx, s.db, s.cache, app, id, pairs)
 }
 
-// finishApp applies the app part of an event whose session part is already
-// stored. Giving up would leave a stored event without its app: keys (only
+// finishApp applies the app part of the delta of a, an event whose session
+// part is already stored in the incarnation given (nothing to do, and no
+// change id to build, without one). Giving up would leave a stored event without its app: keys (only
 // a database's flusher repairs them) and invite a caller retry that stores
 // the event twice; the app script is idempotent per event id, so it is
 // retried with capped backoff until it succeeds or ctx ends.
-func (s *Service) finishApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
-	return untilDone(ctx, func() error { return s.applyApp(ctx, app, id, pairs) })
+func (s *Service) finishApp(ctx context.Context, a *cache.AppendArgs, incarnation int64) error {
+	if len(a.Delta.App) == 0 {
+		return nil
+	}
+	id := cache.AppendChangeID(incarnation, a.User, a.SID, a.EventID)
+	return untilDone(ctx, func() error { return s.applyApp(ctx, a.App, id, a.Delta.App) })
 }
 
 // untilDone runs f until it succeeds or ctx ends, with capped backoff: for

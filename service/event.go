@@ -1,12 +1,9 @@
 package service
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math/big"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,88 +94,6 @@ func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 	return c
 }
 
-// object writes a JSON object with keys in the order they are added.
-type object struct {
-	buf bytes.Buffer
-	err error
-}
-
-func (o *object) raw(key string, v []byte) {
-	o.key(key)
-	o.buf.Write(v)
-}
-
-// key writes the separator and "key":. Plain keys and strings (every known
-// key, ids, authors) are written as the bytes json.Marshal would write, without
-// its allocations: this runs for every field of every event appended.
-func (o *object) key(key string) {
-	if o.buf.Len() == 0 {
-		o.buf.WriteByte('{')
-	} else {
-		o.buf.WriteByte(',')
-	}
-	if plainString(key) {
-		o.buf.WriteByte('"')
-		o.buf.WriteString(key)
-		o.buf.WriteByte('"')
-	} else {
-		k, _ := json.Marshal(key)
-		o.buf.Write(k)
-	}
-	o.buf.WriteByte(':')
-}
-
-// plainString tells whether json.Marshal writes s as it is between quotes:
-// printable ASCII but '"', '\\' and the HTML characters it escapes.
-func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
-
-func (o *object) value(key string, v any) {
-	if o.err != nil {
-		return
-	}
-	if s, ok := v.(string); ok && plainString(s) {
-		o.key(key)
-		o.buf.WriteByte('"')
-		o.buf.WriteString(s)
-		o.buf.WriteByte('"')
-		return
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		o.err = fmt.Errorf("%s: %w", key, err)
-		return
-	}
-	o.raw(key, b)
-}
-
-func (o *object) extra(m map[string]json.RawMessage, known func(string) bool) {
-	// Sorted, so an event always marshals to the same bytes.
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !known(k) {
-			o.raw(k, m[k])
-		}
-	}
-}
-
-func (o *object) bytes() ([]byte, error) {
-	if o.err != nil {
-		return nil, o.err
-	}
-	if o.buf.Len() == 0 {
-		return []byte("{}"), nil
-	}
-	o.buf.WriteByte('}')
-	return o.buf.Bytes(), nil
-}
-
 var eventKeys = map[string]bool{
 	"id": true, "invocationId": true, "author": true, "branch": true, "timestamp": true, "partial": true,
 	"turnComplete": true, "content": true, "actions": true, "longRunningToolIds": true, "errorCode": true,
@@ -191,86 +106,144 @@ var actionKeys = map[string]bool{
 	"requestedToolConfirmations": true, "agentState": true, "compaction": true,
 }
 
-// MarshalJSON writes e in ADK's API form.
+// MarshalJSON writes e in ADK's API form. Its raw JSON (Content, Extra,
+// ...) is copied as given: json.Marshal, its caller, validates and compacts
+// it in the same pass as the rest (an append writes e once, with
+// jsonWriter, validated and compact).
 func (e Event) MarshalJSON() ([]byte, error) {
-	var o object
-	o.buf.Grow(len(e.Content) + 512)
-	o.value("id", e.ID)
-	o.value("invocationId", e.InvocationID)
-	o.value("author", e.Author)
+	w := jsonWriter{buf: make([]byte, 0, len(e.Content)+512), verbatim: true}
+	e.write(&w)
+	return w.buf, w.err
+}
+
+// write writes e in ADK's API form.
+func (e *Event) write(w *jsonWriter) {
+	w.begin()
+	w.str("id", e.ID)
+	w.str("invocationId", e.InvocationID)
+	w.str("author", e.Author)
 	if e.Branch != "" {
-		o.value("branch", e.Branch)
+		w.str("branch", e.Branch)
 	}
-	o.raw("timestamp", epochSeconds(e.Timestamp))
+	w.key("timestamp")
+	w.buf = appendEpochSeconds(w.buf, e.Timestamp)
 	if e.Partial {
-		o.value("partial", true)
+		w.isTrue("partial")
 	}
 	if e.TurnComplete {
-		o.value("turnComplete", true)
+		w.isTrue("turnComplete")
 	}
 	if len(e.Content) > 0 {
-		o.raw("content", e.Content)
+		w.rawMember("content", e.Content)
 	}
-	actions, err := e.Actions.MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("actions.%w", err)
-	}
-	o.raw("actions", actions)
+	w.key("actions")
+	e.Actions.write(w)
 	if e.LongRunningToolIDs != nil {
-		o.value("longRunningToolIds", e.LongRunningToolIDs)
+		w.key("longRunningToolIds")
+		w.buf = append(w.buf, '[')
+		for i, id := range e.LongRunningToolIDs {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.buf = appendJSONString(w.buf, id)
+		}
+		w.buf = append(w.buf, ']')
 	}
 	if e.ErrorCode != "" {
-		o.value("errorCode", e.ErrorCode)
+		w.str("errorCode", e.ErrorCode)
 	}
 	if e.ErrorMessage != "" {
-		o.value("errorMessage", e.ErrorMessage)
+		w.str("errorMessage", e.ErrorMessage)
 	}
 	if e.Interrupted {
-		o.value("interrupted", true)
+		w.isTrue("interrupted")
 	}
 	if e.CustomMetadata != nil {
-		o.value("customMetadata", e.CustomMetadata)
+		w.member("customMetadata", e.CustomMetadata)
 	}
-	o.extra(e.Extra, func(k string) bool { return eventKeys[k] })
-	return o.bytes()
+	writeExtra(w, "", e.Extra, eventKeys)
+	w.end()
 }
 
-// MarshalJSON writes a in ADK's API form; the four maps ADK always writes
-// are always present.
+// MarshalJSON writes a in ADK's API form, raw JSON as given (see
+// Event.MarshalJSON); the four maps ADK always writes are always present.
 func (a EventActions) MarshalJSON() ([]byte, error) {
-	var o object
-	o.value("stateDelta", nonNilMap(a.StateDelta))
-	o.value("artifactDelta", nonNilMap(a.ArtifactDelta))
-	o.value("requestedAuthConfigs", nonNilMap(a.RequestedAuthConfigs))
-	o.value("requestedToolConfirmations", nonNilMap(a.RequestedToolConfirmations))
+	w := jsonWriter{verbatim: true}
+	a.write(&w)
+	return w.buf, w.err
+}
+
+// write writes a in ADK's API form.
+func (a *EventActions) write(w *jsonWriter) {
+	w.begin()
+	w.key("stateDelta")
+	w.valueAt("actions.stateDelta", nonNilMap(a.StateDelta))
+	w.key("artifactDelta")
+	w.buf = append(w.buf, '{')
+	for i, k := range sortedKeys(a.ArtifactDelta) {
+		if i > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		w.buf = append(appendJSONString(w.buf, k), ':')
+		w.buf = strconv.AppendInt(w.buf, a.ArtifactDelta[k], 10)
+	}
+	w.buf = append(w.buf, '}')
+	writeRawMap(w, "actions.requestedAuthConfigs", a.RequestedAuthConfigs)
+	writeRawMap(w, "actions.requestedToolConfirmations", a.RequestedToolConfirmations)
 	if a.TransferToAgent != "" {
-		o.value("transferToAgent", a.TransferToAgent)
+		w.str("transferToAgent", a.TransferToAgent)
 	}
 	if a.Escalate {
-		o.value("escalate", true)
+		w.isTrue("escalate")
 	}
 	if a.SkipSummarization {
-		o.value("skipSummarization", true)
+		w.isTrue("skipSummarization")
 	}
 	if a.EndOfAgent {
-		o.value("endOfAgent", true)
+		w.isTrue("endOfAgent")
 	}
 	if a.RewindBeforeInvocationID != "" {
-		o.value("rewindBeforeInvocationId", a.RewindBeforeInvocationID)
+		w.str("rewindBeforeInvocationId", a.RewindBeforeInvocationID)
 	}
 	if len(a.AgentState) > 0 {
-		o.raw("agentState", a.AgentState)
+		w.rawMember("agentState", a.AgentState)
 	}
 	if len(a.Compaction) > 0 {
-		o.raw("compaction", a.Compaction)
+		w.rawMember("compaction", a.Compaction)
 	}
-	o.extra(a.Extra, func(k string) bool { return actionKeys[k] })
-	return o.bytes()
+	writeExtra(w, "actions.", a.Extra, actionKeys)
+	w.end()
 }
 
-func nonNilMap[V any](m map[string]V) map[string]V {
+// writeRawMap writes the member field (after its last dot) holding m, an
+// object of raw JSON values (always present, {} when m is empty).
+func writeRawMap(w *jsonWriter, field string, m map[string]json.RawMessage) {
+	w.key(field[strings.LastIndexByte(field, '.')+1:])
+	w.buf = append(w.buf, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		w.buf = append(appendJSONString(w.buf, k), ':')
+		w.raw(field, m[k])
+	}
+	w.buf = append(w.buf, '}')
+}
+
+// writeExtra writes the members of extra but those known names, sorted so
+// that an event always marshals to the same bytes.
+func writeExtra(w *jsonWriter, at string, extra map[string]json.RawMessage, known map[string]bool) {
+	for _, k := range sortedKeys(extra) {
+		if !known[k] && w.err == nil {
+			w.key(k)
+			w.raw(at+k, extra[k])
+		}
+	}
+}
+
+func nonNilMap(m map[string]any) map[string]any {
 	if m == nil {
-		return map[string]V{}
+		return map[string]any{}
 	}
 	return m
 }
@@ -419,19 +392,22 @@ func nullable[T any](v json.RawMessage, p *T) error {
 	return json.Unmarshal(v, p)
 }
 
-// epochSeconds formats t as float epoch seconds with exactly its microseconds.
-func epochSeconds(t time.Time) []byte {
+// appendEpochSeconds appends t as float epoch seconds with exactly its
+// microseconds.
+func appendEpochSeconds(b []byte, t time.Time) []byte {
 	if t.IsZero() {
-		return []byte("0")
+		return append(b, '0')
 	}
 	us := t.UnixMicro()
-	sign := ""
 	if us < 0 {
-		sign, us = "-", -us
+		b, us = append(b, '-'), -us
 	}
-	b := append([]byte(sign), strconv.FormatInt(us/1e6, 10)...)
-	frac := strconv.FormatInt(1e6+us%1e6, 10) // "1dddddd": the six digits, zero-padded
-	return append(append(b, '.'), frac[1:]...)
+	b = append(strconv.AppendInt(b, us/1e6, 10), '.')
+	var frac [6]byte // the microseconds, zero-padded
+	for i, n := 5, us%1e6; i >= 0; i, n = i-1, n/10 {
+		frac[i] = byte('0' + n%10)
+	}
+	return append(b, frac[:]...)
 }
 
 // epochMicros reads "<seconds>[.<up to 6 digits>]" below 1e11 seconds (what

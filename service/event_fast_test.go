@@ -19,18 +19,6 @@ var fastStrings = []string{
 	"a&b", "tab\there", "nl\n", "\x00", "\x7f", "é", "\u2028", "\xff", "{}", "a:b", "a/b",
 }
 
-func TestObjectMatchesJSONMarshal(t *testing.T) {
-	t.Parallel()
-	for _, s := range fastStrings {
-		var o object
-		o.value(s, s)
-		got, err := o.bytes()
-		require.NoError(t, err)
-		k, _ := json.Marshal(s)
-		require.Equal(t, "{"+string(k)+":"+string(k)+"}", string(got), "%q", s)
-	}
-}
-
 func TestUnmarshalStringMatchesJSON(t *testing.T) {
 	t.Parallel()
 	raws := []string{`"a\u0041"`, `"\ud800"`, `"x`, `x"`, `"`, `""`, `null`, `1`, "\"\xff\""}
@@ -99,7 +87,7 @@ func pow10(n int) int {
 func TestEpochSecondsRoundTrips(t *testing.T) {
 	t.Parallel()
 	for _, us := range []int64{1, 999999, 1000000, 1735787045123456, 1735787045000001, -1, -1500000} {
-		b := epochSeconds(time.UnixMicro(us))
+		b := appendEpochSeconds(nil, time.UnixMicro(us))
 		sign := ""
 		abs := us
 		if us < 0 {

@@ -316,7 +316,7 @@ func mergeKeys(a, b map[string]any) map[string]bool {
 // restores: all but user-scoped ("user:") files, as ADK.
 func sessionArtifacts(delta map[string]int64) []cache.Pair {
 	var out []cache.Pair
-	for _, f := range slices.Sorted(maps.Keys(delta)) {
+	for _, f := range sortedKeys(delta) {
 		if !strings.HasPrefix(f, UserPrefix) {
 			out = append(out, cache.Pair{Key: f, Value: strconv.FormatInt(delta[f], 10)})
 		}

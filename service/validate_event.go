@@ -1,7 +1,6 @@
 package service
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -69,10 +68,12 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 			delete(stored.Actions.StateDelta, k)
 		}
 	}
-	blob, err := json.Marshal(stored)
-	if err != nil {
-		return nil, fmt.Errorf("%w: event: %v", ErrInvalidArgument, err)
+	w := jsonWriter{buf: make([]byte, 0, len(stored.Content)+512)}
+	stored.write(&w)
+	if w.err != nil {
+		return nil, fmt.Errorf("%w: event.%v", ErrInvalidArgument, w.err)
 	}
+	blob := w.buf
 	if len(blob) > s.cfg.MaxEventBytes {
 		return nil, fmt.Errorf("%w: event: %d bytes of JSON, limit %d (Config.MaxEventBytes)", ErrInvalidArgument, len(blob), s.cfg.MaxEventBytes)
 	}

@@ -100,11 +100,16 @@ func checkSplit(t *testing.T, s *Service, delta map[string]any) {
 	if json.Unmarshal(want, &w) != nil || json.Unmarshal(got, &g) != nil || !reflect.DeepEqual(w, g) {
 		t.Fatalf("delta %s came back as %s", want, got)
 	}
-	if d.AppJSON != "" {
-		var app map[string]any
-		if err := json.Unmarshal([]byte(d.AppJSON), &app); err != nil || len(app) != len(d.App) {
-			t.Fatalf("AppJSON %s for %d app keys: %v", d.AppJSON, len(d.App), err)
+	if len(d.App) > 0 {
+		app := map[string]json.RawMessage{}
+		for _, p := range d.App {
+			app[p.Key] = json.RawMessage(p.Value)
 		}
+		if want, err := json.Marshal(app); err != nil || string(want) != d.AppJSON {
+			t.Fatalf("AppJSON %s for app keys %s: %v", d.AppJSON, want, err)
+		}
+	} else if d.AppJSON != "" {
+		t.Fatalf("AppJSON %s without app keys", d.AppJSON)
 	}
 }
 

@@ -52,6 +52,10 @@ func (s *jsonScan) err(field string) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, s.path(field), s.reason)
 }
 
+// maxJSONDepth is encoding/json's nesting limit: deeper JSON would not
+// read back.
+const maxJSONDepth = 10000
+
 // rawDepth bounds how deep jsonScan asks rawEventJSON: below it, a value is
 // raw when its container is.
 const rawDepth = 3
@@ -139,6 +143,10 @@ func (s *jsonScan) run() bool {
 			}
 			seen = true
 			s.stack = append(s.stack, jsonFrame{array: c == '[', raw: s.valueRaw(), wantKey: c == '{'})
+			if len(s.stack) > maxJSONDepth {
+				s.stack = s.stack[:1] // the path names where the nesting starts
+				return s.fail(i, fmt.Sprintf("nested deeper than %d levels", maxJSONDepth))
+			}
 			i++
 		default:
 			if len(s.stack) == 0 && seen {

@@ -63,7 +63,7 @@ func badEvents() map[string]struct {
 		"NUL artifact":              {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"f\x00": 1}}}, "event.actions.artifactDelta (object key): contains NUL"},
 		"bad UTF-8 artifact":        {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"\xff": 1}}}, "event.actions.artifactDelta (object key): not valid UTF-8"},
 		"NUL content text":          {content(`{"parts":[{"text":"a\u0000"}]}`), "event.content.parts[0].text: contains NUL"},
-		"raw NUL content":           {content("{\"parts\":[{\"text\":\"a\x00\"}]}"), "event: json: error calling MarshalJSON for type *service.Event: invalid character '\\x00' in string literal"},
+		"raw NUL content":           {content("{\"parts\":[{\"text\":\"a\x00\"}]}"), "event.content: invalid character '\\x00' in string literal"},
 		"bad UTF-8 content":         {content("{\"role\":\"model\",\"parts\":[{\"text\":\"caf\xe9\"}]}"), "event.content.parts[0].text: not valid UTF-8"},
 		"surrogate content":         {content(`{"parts":[{"text":"\ud83d"}]}`), "event.content.parts[0].text: unpaired UTF-16 surrogate escape"},
 		"NUL function args":         {content(`{"parts":[{"functionCall":{"name":"f","args":{"q":["\u0000"]}}}]}`), "event.content.parts[0].functionCall.args.q[0]: contains NUL"},
@@ -79,6 +79,7 @@ func badEvents() map[string]struct {
 		"NUL agent state":           {&Event{Author: "a", Actions: EventActions{AgentState: json.RawMessage(`{"s":"\u0000"}`)}}, "event.actions.agentState.s: contains NUL"},
 		"surrogate compaction":      {&Event{Author: "a", Actions: EventActions{Compaction: json.RawMessage(`"\udfff"`)}}, "event.actions.compaction: unpaired"},
 		"NUL auth config":           {&Event{Author: "a", Actions: EventActions{RequestedAuthConfigs: map[string]json.RawMessage{"fc": json.RawMessage(`{"a":"\u0000"}`)}}}, "event.actions.requestedAuthConfigs.fc.a: contains NUL"},
+		"content too deep":          {content(`{"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`), "event.content: nested deeper than 10000 levels"},
 		"content key not camelCase": {content(`{"parts":[{"text":"x","my_key":1}]}`), "event.content.parts[0].my_key: a key the database would give back as another"},
 		"content key capitalized":   {content(`{"role":"model","Parts":[]}`), "event.content.Parts: a key the database would give back as another"},
 		"snake_case extra":          {&Event{Author: "a", Extra: map[string]json.RawMessage{"my_field": json.RawMessage(`1`)}}, "event.my_field: a key the database would give back as another"},
@@ -254,4 +255,24 @@ func benchEvent() *Event {
 			`"},{"functionCall":{"id":"fc-1","name":"get_weather","args":{"city_name":"Paris","days":3}}}]}`),
 		Actions: EventActions{StateDelta: map[string]any{"k": 1, "user:name": "Ann", "app:v": []any{1.5, "x"}, "temp:t": true,
 			"nested": map[string]any{"a": []any{"b", map[string]any{"c": nil}}}}}}
+}
+
+// An event nested as deep as encoding/json reads is accepted and reads
+// back; one level more is refused, wherever the depth comes from.
+func TestValidateEventNesting(t *testing.T) {
+	t.Parallel()
+	s := testService(t, nil)
+	nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	// event { content { x: ... }}: two levels above the array.
+	p, err := s.prepareEvent(&Event{Author: "a", Content: json.RawMessage(`{"x":` + nested(9998) + `}`)})
+	require.NoError(t, err)
+	var back Event
+	require.NoError(t, json.Unmarshal(p.blob, &back))
+	for name, ev := range map[string]*Event{
+		"content":  {Author: "a", Content: json.RawMessage(`{"x":` + nested(9999) + `}`)},
+		"extra":    {Author: "a", Extra: map[string]json.RawMessage{"x": json.RawMessage(nested(10000))}},
+		"metadata": {Author: "a", CustomMetadata: map[string]any{"m": json.RawMessage(nested(9999))}},
+	} {
+		require.ErrorIs(t, s.ValidateEvent(ev), ErrInvalidArgument, name)
+	}
 }
