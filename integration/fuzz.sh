@@ -13,6 +13,7 @@ cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 targets=(
   "./service FuzzEventCodec"
   "./service FuzzSplitDelta"
+  "./service FuzzEventJSON"
   "./persist FuzzEventForms"
   "./cache FuzzEscape"
   "./cache FuzzKeysDistinct"
