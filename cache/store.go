@@ -101,7 +101,11 @@ func boolArg(b bool) string {
 type CreateArgs struct {
 	App, User, SID string
 	CreateTime     int64 // µs; also the incarnation of the id
-	Delta          StateDelta
+	// Token names this create call ("": none): if Redis runs the script twice (the
+	// client sent it again after losing the reply), the second run finds the
+	// session the first created and answers that it was created.
+	Token string
+	Delta StateDelta
 }
 
 // Create creates a session. It returns ErrExists when the id is taken and
@@ -110,7 +114,7 @@ type CreateArgs struct {
 // CreateChangeID).
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON}
+	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
@@ -194,10 +198,12 @@ type AppendResult struct {
 
 // DuplicateEventError is Append's answer when the session already holds an
 // event with the event's id: nothing was written. Stored is that event,
-// or nil when Redis no longer caches it (it is in the database).
+// or nil when Redis no longer caches it (it is in the database). Flushed:
+// the database has the event too.
 type DuplicateEventError struct {
 	Stored      *EventRecord
 	Incarnation int64 // of the session (0 when the event was found in the database)
+	Flushed     bool
 }
 
 func (e *DuplicateEventError) Error() string {
@@ -306,12 +312,12 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 	switch code {
 	case codeDuplicate:
 		dup := &DuplicateEventError{Incarnation: v[1].(int64)}
-		if len(v) == 4 {
+		if len(v) == 5 {
 			rec, err := parseMember(v[2].(string), v[3].(string))
 			if err != nil {
 				return nil, fmt.Errorf("append script: stored event: %w", err)
 			}
-			dup.Stored = &rec
+			dup.Stored, dup.Flushed = &rec, v[4].(int64) == 1
 		}
 		return nil, dup
 	case codeCheckID:

@@ -22,7 +22,7 @@ import (
 	"github.com/adksession/adksession/service/httpapi"
 )
 
-// testBadInputDefaults: the size limits of a default Config (issue items 7).
+// testBadInputDefaults: the size limits of a default Config (docs/design.md, "Bad input and poison").
 func testBadInputDefaults(t *testing.T, url string) {
 	e := newEnv(t, url, nil)
 	ctx := ctxT(t)

@@ -65,9 +65,16 @@ func appendParallel(b *testing.B, svc *service.Service, sessions []*service.Sess
 }
 
 // BenchmarkFlushThroughput: events per second a flusher writes into
-// Postgres, draining a backlog appended beforehand (flusher disabled).
+// Postgres, draining a backlog appended beforehand (flusher disabled). A
+// backlog of 5 000 events leaves each shard's batch short (about 180
+// events); 50 000 fills the batches, as a sustained load does.
 func BenchmarkFlushThroughput(b *testing.B) {
-	const events = 5000
+	for _, events := range []int{5000, 50000} {
+		b.Run(fmt.Sprint("backlog=", events), func(b *testing.B) { benchFlushThroughput(b, events) })
+	}
+}
+
+func benchFlushThroughput(b *testing.B, events int) {
 	e := newWB(b, testenv.RedisURL(b), testenv.FreshDatabase(b), func(c *service.Config) {
 		c.DisableFlusher = true
 		c.ConcurrentAppends = true

@@ -35,9 +35,9 @@
 -- Returns {0, seq, ts, incarnation} appended;
 --         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...),
 --           incarnation} appended by a handle that was behind, in concurrent mode;
---         {-8, incarnation, member, score} the session holds an event with this id already (nothing
---           written): the caller compares it with the event it sent ({-8, incarnation} alone: that event
---           is no longer cached, read it from the database);
+--         {-8, incarnation, member, score, flushed} the session holds an event with this id already (nothing
+--           written): the caller compares it with the event it sent; flushed = 1 when the database has it
+--           too ({-8, incarnation} alone: that event is no longer cached, read it from the database);
 --         {-9} see ARGV[15] (nothing written);
 --         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
 --         {-4} user state not cached, {-5} cache incomplete (evicted keys, or event ids not matching the
@@ -138,7 +138,8 @@ if had then
     return {-8, inc}
   end
   local stored = redis.call('ZRANGE', events, had - first, had - first, 'WITHSCORES')
-  return {-8, inc, stored[1], stored[2]}
+  local fl = tonumber(redis.call('HGET', sess, 'm:fl')) or 0
+  return {-8, inc, stored[1], stored[2], had <= fl and 1 or 0}
 end
 if checkid and meta[8 + s] + 0 > 1 then
   return {-9}

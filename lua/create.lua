@@ -17,9 +17,12 @@
 -- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw, for the change log and the user index)
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
 -- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
--- ARGV[8] -> number of session-state pairs S, then S pairs (key, JSON value)
--- ARGV[9+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
--- Returns {0} created, {-10} the id exists, {-4} the user's state is not cached (load it, then retry).
+-- ARGV[8] -> token of this create call (kept as m:cid): a run of the same call again finds its own session
+--            ("": no token, every run is a create of its own)
+-- ARGV[9] -> number of session-state pairs S, then S pairs (key, JSON value)
+-- ARGV[10+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
+-- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
+--         again), {-10} the id exists, {-4} the user's state is not cached (load it, then retry).
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local undo, ids = KEYS[8], KEYS[9]
@@ -27,7 +30,7 @@ local undo, ids = KEYS[8], KEYS[9]
 local ct = int(argv_int(1, 0, MAX_INT - 1))
 local wake = ARGV[2]
 local durable = wake ~= ''
-local svals, s, i = argv_pairs(8, 's:')
+local svals, s, i = argv_pairs(9, 's:')
 local uvals, u
 uvals, u, i = argv_pairs(i, 's:')
 if i - 1 ~= #ARGV then
@@ -35,7 +38,11 @@ if i - 1 ~= #ARGV then
 end
 
 if redis.call('EXISTS', sess) == 1 then
-  if redis.call('HGET', sess, 'm:del') ~= '1' then
+  local meta = redis.call('HMGET', sess, 'm:del', 'm:cid')
+  if meta[1] ~= '1' then
+    if ARGV[8] ~= '' and meta[2] == ARGV[8] then
+      return {0}
+    end
     return {-10}
   end
 end
@@ -47,7 +54,7 @@ end
 redis.call('DEL', sess, events, temp, undo, ids)
 
 redis.call('HSET', sess, 'm:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0,
-  'm:undo', 1)
+  'm:undo', 1, 'm:cid', ARGV[8])
 chunked('HSET', sess, svals)
 
 -- Rewind bookkeeping starts with the first event; the create-time state is what rewinding before it restores.

@@ -89,7 +89,10 @@ if cnt > keep then
         if rec then
           local inv = undo_read(rec).i
           if inv then
-            redis.call('HDEL', undo, 'i:' .. inv)
+            -- Not deleted: a later event of the invocation would record itself as its first, and a
+            -- rewind before the invocation would stop there. 0 says the first event is older than the
+            -- records (rewind.lua then replays the history from the database).
+            redis.call('HSET', undo, 'i:' .. inv, 0)
           end
           redis.call('HDEL', undo, int(seq))
         end

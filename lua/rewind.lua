@@ -24,7 +24,8 @@
 --             below were computed at (from the full history, when the undo records do not reach the point)
 -- ARGV[13] -> number of state pairs S, then S pairs (key, JSON value), then A, then A pairs (file, version);
 --             only when ARGV[12] is not ""
--- Returns {0, seq, ts, event JSON} appended;
+-- Returns {0, seq, ts, event JSON} appended (or appended by an earlier run of this call, whose reply was lost
+--           and the client sent it again: the session holds the event id already);
 --         {-1} not cached, {-2} deleted, {-5} cache incomplete (evicted keys): load, then retry;
 --         {-6} the invocation is not in the session;
 --         {-7, create-time state JSON or false} the undo records do not reach the point: compute the
@@ -75,6 +76,16 @@ if expiring then
   if covered and redis.call('EXISTS', undo) == 0 then
     covered = false -- the undo records were evicted: replay the history
   end
+end
+-- The event id is new for every rewind call: a session that holds it ran this very call already.
+local had = tonumber(redis.call('ZSCORE', ids, ARGV[11]))
+if had then
+  local r = had - tonumber(redis.call('HGET', sess, 'm:first'))
+  local at = r >= 0 and redis.call('ZRANGE', events, r, r, 'WITHSCORES') or {}
+  if not at[1] then
+    fail('rewind: event ' .. ARGV[11] .. ' is stored already and no longer cached')
+  end
+  return {0, had, tonumber(at[2]), string.sub(at[1], string.find(at[1], ':', 1, true) + 1)}
 end
 
 -- version normalizes an artifact version: nil for a file without one (never set, or -1 set by a rewind).

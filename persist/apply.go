@@ -17,7 +17,7 @@ import (
 // error wrapping ErrInvalidBatch when b holds data no retry can write; any
 // other error may be transient and the batch can be retried as it is.
 func (s *Store) Apply(ctx context.Context, b *Batch) error {
-	if len(b.Deletes)+len(b.Sessions)+len(b.UserStates)+len(b.AppStates) == 0 {
+	if len(b.Deletes)+len(b.Sessions)+len(b.UserStates)+len(b.AppStates)+len(b.Voided) == 0 {
 		return nil
 	}
 	tx, err := s.beginTx(ctx, s.db, nil)

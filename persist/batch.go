@@ -79,4 +79,15 @@ type Batch struct {
 	Sessions   []SessionUpsert
 	UserStates []StateUpsert
 	AppStates  []StateUpsert
+	// Voided are creates of sessions a delete in the same batch removes:
+	// no session row is written, but the create made its app's and user's
+	// state rows, as ADK's does, and the batch creates them ({} when missing).
+	Voided []VoidedCreate
+}
+
+// VoidedCreate is a create whose session a later delete removed before it
+// was written.
+type VoidedCreate struct {
+	Key     SessionKey
+	Created time.Time
 }

@@ -124,6 +124,11 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		for i := len(g.changes) - 1; i >= 0; i-- {
 			if c := g.changes[i]; c.Kind == 'd' {
 				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation})
+				for _, v := range g.changes[:i] {
+					if v.Kind == 'c' {
+						b.Voided = append(b.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(v.Incarnation).UTC()})
+					}
+				}
 				sb.addMark(g.key, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
 				deleted = append(deleted, g)
 				live = g.changes[i+1:]
@@ -216,7 +221,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		return // deleted or re-created since: later entries carry it
 	}
 	up := SessionUpsert{
-		Key: g.key, Incarnation: ref.Incarnation, Rev: r.Snap.Rev,
+		Key: g.key, Incarnation: ref.Incarnation,
 		State:      rawState(r.Snap.State),
 		CreateTime: time.UnixMicro(r.Snap.CreateTime).UTC(), UpdateTime: time.UnixMicro(r.Snap.UpdateTime).UTC(),
 	}
@@ -250,6 +255,11 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of session %s: %v", ref.SID, e.Err),
 			map[string]any{"member": e.Member})
 	}
+	// The row's revision is the last event the database holds after this
+	// batch, not the one Redis had when the session was read (appends may
+	// have come since, their entries in a later batch): readers number the
+	// database's events back from it.
+	up.Rev = seq
 	sb.written[g.key] = len(up.Events)
 	sb.batch.Sessions = append(sb.batch.Sessions, up)
 	userRev := int64(-1)

@@ -103,6 +103,10 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 	p := &plan{purge: sortedKeys(purge, compareSessionKeys), known: known}
 	apps := map[stateKey]time.Time{}
 	users := map[stateKey]time.Time{}
+	for _, v := range b.Voided {
+		seed(apps, stateKey{app: v.Key.AppName}, v.Created)
+		seed(users, stateKey{app: v.Key.AppName, user: v.Key.UserID}, v.Created)
+	}
 	for _, k := range sortedKeys(upserts, compareSessionKeys) {
 		u := upserts[k]
 		p.sessions = append(p.sessions, u)

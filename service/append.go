@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -139,8 +140,12 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		if err := s.appendedBefore(ctx, a, sess, ev, p.stored, dup.Stored, p.normalized); err != nil {
 			return nil, err
 		}
-		if dup.Stored == nil || dup.Stored.Seq == 0 {
-			return nil, nil // in the database: flushed, so its app: step is done (the flusher repairs it)
+		if dup.Stored == nil || dup.Flushed {
+			// In the database: the flusher applied its app: step (it applies
+			// the app delta of every entry it writes). Doing it again could
+			// put back older values: the ids of the deltas applied do not
+			// outlive the cache (a FLUSHALL, a restart without AOF).
+			return nil, nil
 		}
 		// A retry: the first attempt may have stored the event and failed
 		// before its app: step was done. The step is idempotent per event.
@@ -200,7 +205,7 @@ func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error
 	if err != nil {
 		return err
 	}
-	return &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}}
+	return &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}, Flushed: true}
 }
 
 // appendedBefore answers an append whose event id the session holds: the
@@ -235,17 +240,56 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 	}
 	sess.mu.RLock()
 	next := rec.Seq > 0 && sess.rev == rec.Seq-1
+	behind := rec.Seq > 0 && sess.rev < rec.Seq-1
+	lastTs := sess.lastTs
 	sess.mu.RUnlock()
-	if !next {
-		// The handle has the event already, or is further behind (stale).
-		return nil
+	switch {
+	case next:
+		// The handle missed only this event (the reply to the first attempt was lost).
+		return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
+	case behind && s.cfg.ConcurrentAppends:
+		// The first attempt, whose reply was lost, brought the handle up to
+		// date with what it had missed: do it now.
+		return s.catchUp(ctx, sess, ev, lastTs, normalized)
 	}
-	// The handle missed only this event (the reply to the first attempt was lost).
-	return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
+	// The handle has the event already, or is further behind (stale).
+	return nil
+}
+
+// catchUp brings a handle up to date with the stored session, as the
+// answer to a concurrent append does, for an event the session stored
+// already: the events after the handle's last one, and the state. Of the
+// event's own keys only the app: and temp: ones are news (the session and
+// user state read may be newer than the event).
+func (s *Service) catchUp(ctx context.Context, sess *Session, ev *Event, lastTs int64, normalized map[string]any) error {
+	after := int64(-1)
+	if lastTs > 0 {
+		after = lastTs + 1
+	}
+	snap, err := s.loader.Get(ctx, cache.GetArgs{App: sess.appName, User: sess.userID, SID: sess.id, After: after})
+	if err != nil {
+		return fmt.Errorf("append event %s to session %s: bring the handle up to date: %w", ev.ID, sess.id, err)
+	}
+	news := map[string]any{}
+	for k, v := range normalized {
+		if strings.HasPrefix(k, AppPrefix) || strings.HasPrefix(k, TempPrefix) {
+			news[k] = v
+		}
+	}
+	if err := sess.applyAppended(ev, &cache.AppendResult{Seq: snap.Rev, Ts: snap.UpdateTime, CaughtUp: snap}, news); err != nil {
+		return err
+	}
+	sess.mu.Lock()
+	sess.lastUpdate = time.UnixMicro(snap.UpdateTime).UTC()
+	sess.mu.Unlock()
+	return nil
 }
 
 // isRetryOf tells whether the stored JSON of an event (API form) is the
-// event sent, but for its timestamp (a retry may carry a new one).
+// event sent, but for its timestamp (a retry may carry a new one). Both are
+// compared as values in storage form: an event read back from the database
+// has its object keys in the database's order and its bytes in the alphabet
+// stored there (docs/persistence.md), and is the same event all the same.
 func isRetryOf(storedJSON string, sent *Event) (bool, error) {
 	var stored Event
 	if err := stored.UnmarshalJSON([]byte(storedJSON)); err != nil {
@@ -260,15 +304,32 @@ func isRetryOf(storedJSON string, sent *Event) (bool, error) {
 		return false, err
 	}
 	stored.Timestamp, again.Timestamp = time.Time{}, time.Time{}
-	x, err := json.Marshal(&stored)
+	x, err := storageValue(&stored)
+	if err != nil {
+		return false, fmt.Errorf("stored event: %w", err)
+	}
+	y, err := storageValue(&again)
 	if err != nil {
 		return false, err
 	}
-	y, err := json.Marshal(&again)
+	return reflect.DeepEqual(x, y), nil
+}
+
+// storageValue is an event in storage form, decoded (numbers exact).
+func storageValue(e *Event) (any, error) {
+	api, err := json.Marshal(e)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return bytes.Equal(x, y), nil
+	st, err := eventjson.StorageForm(api)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(st))
+	dec.UseNumber()
+	var v any
+	err = dec.Decode(&v)
+	return v, err
 }
 
 // applyApp applies the app: part of a delta (second step), putting the app
@@ -288,9 +349,15 @@ func (s *Service) finishApp(ctx context.Context, a *cache.AppendArgs, incarnatio
 		return nil
 	}
 	id := cache.AppendChangeID(incarnation, a.User, a.SID, a.EventID)
+	return untilDone(ctx, func() error { return s.applyApp(ctx, a.App, id, a.Delta.App) })
+}
+
+// untilDone runs f until it succeeds or ctx ends, with capped backoff: for
+// the rest of a call whose write is stored already.
+func untilDone(ctx context.Context, f func() error) error {
 	backoff := 10 * time.Millisecond
 	for {
-		err := s.applyApp(ctx, a.App, id, a.Delta.App)
+		err := f()
 		if err == nil || ctx.Err() != nil {
 			return err
 		}

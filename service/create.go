@@ -27,7 +27,9 @@ type CreateResponse struct{ Session *Session }
 
 // Create creates a session. An existing id of the same (app, user) is
 // ErrAlreadyExists, atomically: of two concurrent creates of one id exactly
-// one wins.
+// one wins. The handle returned holds the merged state, as Get returns it;
+// when Redis cannot be read after the session was stored (until ctx ends),
+// it holds only the state the create wrote.
 func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
 	if req == nil {
 		return nil, nilArgument("create request")
@@ -53,7 +55,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return nil, err
 	}
 	now := time.Now().Truncate(time.Microsecond)
-	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Delta: delta}
+	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Token: uuid.NewString(), Delta: delta}
 	err = s.loader.Run(ctx, req.AppName, req.UserID, sid, func() error { return s.cache.Create(ctx, args) })
 	switch {
 	case errors.Is(err, ErrAlreadyExists):
@@ -65,8 +67,14 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
 	}
 	// The handle sees the state as a Get would: with the app and user state
-	// other sessions wrote.
-	resp, err := s.Get(ctx, &GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: sid})
+	// other sessions wrote. The session is stored: a read that fails (Redis
+	// restarting) is tried again until ctx ends, and only then does the
+	// handle hold no more than the state this create wrote.
+	var resp *GetResponse
+	err = untilDone(ctx, func() (err error) {
+		resp, err = s.Get(ctx, &GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: sid})
+		return err
+	})
 	if err != nil {
 		sess := &Session{id: sid, appName: req.AppName, userID: req.UserID, state: normalized, lastUpdate: now, inc: args.CreateTime}
 		if sess.state == nil {

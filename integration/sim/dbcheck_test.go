@@ -1,0 +1,236 @@
+package sim
+
+// The database, row for row: after a complete flush, Postgres holds exactly
+// the model's sessions, events (with event_data in ADK's storage form),
+// user_states and app_states.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+)
+
+type dbSession struct {
+	State              map[string]any
+	CreateUS, UpdateUS int64
+}
+
+type dbEvent struct {
+	ID, Inv string
+	US      int64
+	Data    map[string]any
+	Raw     string
+}
+
+// usExpr reads a timestamp column as exact µs since the epoch, UTC.
+func usExpr(col string) string {
+	return fmt.Sprintf(`(extract(epoch FROM %s) * 1000000)::bigint`, col)
+}
+
+func queryRows(ctx context.Context, db *sql.DB, q string, scan func(*sql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func unmarshalMap(b []byte) (map[string]any, error) {
+	var m map[string]any
+	err := json.Unmarshal(b, &m)
+	return m, err
+}
+
+// checkDB compares every row of the ADK tables with the model.
+func (d *driver) checkDB(ctx context.Context, _ *rand.Rand) []string {
+	db := d.e.db
+	sessions := map[sessKey]dbSession{}
+	events := map[sessKey][]dbEvent{}
+	users := map[userKey]map[string]any{}
+	apps := map[string]map[string]any{}
+	err := queryRows(ctx, db, `SELECT app_name, user_id, id, state, `+usExpr("create_time")+`, `+usExpr("update_time")+` FROM sessions`,
+		func(rows *sql.Rows) error {
+			var k sessKey
+			var st []byte
+			var s dbSession
+			if err := rows.Scan(&k.App, &k.User, &k.SID, &st, &s.CreateUS, &s.UpdateUS); err != nil {
+				return err
+			}
+			var err error
+			s.State, err = unmarshalMap(st)
+			sessions[k] = s
+			return err
+		})
+	if err == nil {
+		err = queryRows(ctx, db, `SELECT app_name, user_id, session_id, id, invocation_id, `+usExpr(`"timestamp"`)+`, event_data
+FROM events ORDER BY app_name, user_id, session_id, "timestamp"`, func(rows *sql.Rows) error {
+			var k sessKey
+			var e dbEvent
+			var data []byte
+			if err := rows.Scan(&k.App, &k.User, &k.SID, &e.ID, &e.Inv, &e.US, &data); err != nil {
+				return err
+			}
+			var err error
+			e.Data, err = unmarshalMap(data)
+			e.Raw = string(data)
+			events[k] = append(events[k], e)
+			return err
+		})
+	}
+	if err == nil {
+		err = queryRows(ctx, db, `SELECT app_name, user_id, state FROM user_states`, func(rows *sql.Rows) error {
+			var k userKey
+			var st []byte
+			if err := rows.Scan(&k.App, &k.User, &st); err != nil {
+				return err
+			}
+			var err error
+			users[k], err = unmarshalMap(st)
+			return err
+		})
+	}
+	if err == nil {
+		err = queryRows(ctx, db, `SELECT app_name, state FROM app_states`, func(rows *sql.Rows) error {
+			var app string
+			var st []byte
+			if err := rows.Scan(&app, &st); err != nil {
+				return err
+			}
+			var err error
+			apps[app], err = unmarshalMap(st)
+			return err
+		})
+	}
+	if err != nil {
+		return []string{fmt.Sprintf("read the database: %v", err)}
+	}
+
+	d.m.mu.Lock()
+	defer d.m.mu.Unlock()
+	var diffs []string
+	for k, s := range d.m.Sessions {
+		row, ok := sessions[k]
+		delete(sessions, k)
+		if !ok {
+			diffs = append(diffs, fmt.Sprintf("db: session %v has no row", k))
+			continue
+		}
+		want := dbSession{State: s.state(), CreateUS: s.Inc, UpdateUS: s.updateTime()}
+		if !reflect.DeepEqual(row, want) {
+			diffs = append(diffs, fmt.Sprintf("db: sessions row of %v: %s, want %s", k, js(row), js(want)))
+		}
+		rows := events[k]
+		delete(events, k)
+		if len(rows) != len(s.Events) {
+			diffs = append(diffs, fmt.Sprintf("db: %d events rows of %v, want %d", len(rows), k, len(s.Events)))
+			continue
+		}
+		for i, e := range s.Events {
+			for _, df := range diffEventRow(e, rows[i]) {
+				diffs = append(diffs, fmt.Sprintf("db: event %d of %v: %s", i, k, df))
+			}
+		}
+	}
+	for k := range sessions {
+		diffs = append(diffs, fmt.Sprintf("db: sessions row of %v, which is not live", k))
+	}
+	for k, rows := range events {
+		diffs = append(diffs, fmt.Sprintf("db: %d events rows of %v, which is not live", len(rows), k))
+	}
+	for k, st := range users {
+		// A user that never had a session may have an empty row: reading its
+		// state or listing it puts an empty user hash into Redis, which the
+		// flush of a delete of one of its (never created) sessions writes.
+		// SPEC 5 says when rows must exist, not that no other may.
+		if _, ok := d.m.Users[k]; !ok && len(st) == 0 {
+			delete(users, k)
+		}
+	}
+	if !reflect.DeepEqual(users, d.m.Users) {
+		diffs = append(diffs, fmt.Sprintf("db: user_states %s, want %s", js(users), js(d.m.Users)))
+	}
+	if !reflect.DeepEqual(apps, d.m.Apps) {
+		diffs = append(diffs, fmt.Sprintf("db: app_states %s, want %s", js(apps), js(d.m.Apps)))
+	}
+	return diffs
+}
+
+// diffEventRow checks an events row: the columns, and event_data in ADK's
+// storage form (snake_case keys, timestamp in epoch ms, the four actions
+// maps, state_delta with prefixes and without temp:) carrying the same values.
+func diffEventRow(e *mEvent, g dbEvent) []string {
+	var d []string
+	if g.ID != e.ID || g.Inv != e.Inv || g.US != e.Ts {
+		return []string{fmt.Sprintf("columns %q/%q/%d, want %q/%q/%d", g.ID, g.Inv, g.US, e.ID, e.Inv, e.Ts)}
+	}
+	x := g.Data
+	if x["id"] != e.ID || x["invocation_id"] != e.Inv || x["author"] != e.Author {
+		d = append(d, fmt.Sprintf("event_data id/invocation_id/author %v/%v/%v", x["id"], x["invocation_id"], x["author"]))
+	}
+	if ms, ok := x["timestamp"].(float64); !ok || math.Abs(ms-float64(e.Ts)/1000) > 0.002 {
+		d = append(d, fmt.Sprintf("event_data.timestamp %v, want %v ms", x["timestamp"], float64(e.Ts)/1000))
+	}
+	for k := range x {
+		if strings.ToLower(k) != k {
+			d = append(d, fmt.Sprintf("event_data key %q is not snake_case", k))
+		}
+	}
+	actions, _ := x["actions"].(map[string]any)
+	for _, k := range []string{"state_delta", "artifact_delta", "requested_auth_configs", "requested_tool_confirmations"} {
+		if _, ok := actions[k]; !ok {
+			d = append(d, fmt.Sprintf("event_data.actions has no %s: %s", k, g.Raw))
+		}
+	}
+	if got := actions["state_delta"]; !reflect.DeepEqual(got, jsonRound(nonNil(e.Delta))) {
+		d = append(d, fmt.Sprintf("event_data.actions.state_delta %s, want %s", js(got), js(e.Delta)))
+	}
+	if got := actions["artifact_delta"]; !reflect.DeepEqual(got, jsonRound(nonNil(e.Artifacts))) {
+		d = append(d, fmt.Sprintf("event_data.actions.artifact_delta %s, want %s", js(got), js(e.Artifacts)))
+	}
+	if rb, _ := actions["rewind_before_invocation_id"].(string); rb != e.RewindBefore {
+		d = append(d, fmt.Sprintf("event_data.actions.rewind_before_invocation_id %q, want %q", rb, e.RewindBefore))
+	}
+	var content any
+	if len(e.Content) > 0 {
+		if err := json.Unmarshal(e.Content, &content); err != nil {
+			return append(d, err.Error())
+		}
+	}
+	if !reflect.DeepEqual(normBytes(snakeKeys(content)), normBytes(x["content"])) {
+		d = append(d, fmt.Sprintf("event_data.content %s, want %s", js(x["content"]), js(snakeKeys(content))))
+	}
+	return d
+}
+
+// snakeKeys is a content object with ADK's snake_case keys, free-form maps
+// (function args and responses) kept as they are.
+func snakeKeys(v any) any {
+	return walkJSON(v, func(k string, val any) (string, any, bool) {
+		return toSnake(k), val, k != "args" && k != "response"
+	})
+}
+
+func toSnake(s string) string {
+	var b strings.Builder
+	for i, c := range s {
+		if c >= 'A' && c <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			c += 'a' - 'A'
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

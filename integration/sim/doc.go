@@ -1,0 +1,23 @@
+// Package sim is adksession's model-based, fault-injecting test and its soak (issue 13). It has no code of
+// its own outside its tests:
+//
+//   - model_test.go is a reference model of the contract (SPEC sections 2-5 and 7): sessions, events, the four
+//     scopes, temp state per invocation, windows, stale and concurrent handles, delete and re-create, rewind,
+//     event-id idempotency, lists, and the rows the database must hold.
+//   - gen_test.go generates operations as a pure function of a seed; driver_test.go runs them from several
+//     concurrent clients over several Service instances against real Redis (standalone or a cluster) and a
+//     real Postgres, interleaved with faults (on the private servers of env_test.go), and check_test.go
+//     compares every answer, and at each checkpoint everything in Redis and every row in Postgres, with the
+//     model.
+//   - soak_test.go runs a sustained mixed load against a Redis with maxmemory and records memory, flush lag,
+//     backlog, goroutines and heap over time; svg_test.go draws them.
+//
+// Run it (servers from integration/testenv.sh or /tmp/devenv.sh):
+//
+//	go test -race -count=1 ./integration/sim/                              # the bounded CI runs
+//	go test -count=1 -timeout 0 ./integration/sim/ -run 'TestSim/standalone' -sim.duration=1h
+//	go test -count=1 ./integration/sim/ -run 'TestSim/standalone/single' -sim.seed=1234 -sim.steps=2000
+//	go test -count=1 -timeout 0 ./integration/sim/ -run TestSoak -soak.duration=10m -soak.out=$PWD/docs
+//
+// A failing run prints its seed and the path of its history (every operation and its result, in order).
+package sim

@@ -1,0 +1,799 @@
+package sim
+
+// The driver: clients (goroutines, each with its own sessions and handles)
+// run their operations in rounds; between rounds every client stops, settles
+// what it was not acknowledged, and the main goroutine checks everything
+// against the model (checkpoint). Faults are operations of client 0, carried
+// out by the main goroutine (which owns the servers).
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/adksession/adksession/service"
+)
+
+const (
+	opTimeout     = 8 * time.Second
+	settleTimeout = 3 * time.Minute
+	faultGrace    = 5 * time.Second // errors this soon after a fault ended are the fault's
+)
+
+type driver struct {
+	t    *testing.T
+	sh   shape
+	seed int64
+	e    *env
+	m    *Model
+	hist *history
+
+	faults chan *faultReq
+	stopCh chan struct{}
+	failMu sync.Mutex
+	failed string
+
+	activeFaults atomic.Int32
+	faultEnded   atomic.Int64 // unix ns
+	pgDown       bool         // test goroutine only
+
+	poolMu  sync.Mutex
+	pastIDs []string         // event ids of other sessions and of earlier incarnations
+	ever    map[sessKey]bool // every session ever created (lists may race creates and deletes)
+	shared  map[sessKey]bool
+
+	clients []*client
+	ops     atomic.Int64
+	counts  [len(opNames)]atomic.Int64
+}
+
+// failf records the run's first failure and stops every client.
+func (d *driver) failf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	d.hist.add("FAILURE: %s", msg)
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	if d.failed == "" {
+		d.failed = msg
+		close(d.stopCh)
+	}
+}
+
+func (d *driver) stopped() bool {
+	select {
+	case <-d.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// faultQuiet tells whether no fault runs and none ended recently: an error
+// then is the system's, not the fault's.
+func (d *driver) faultQuiet() bool {
+	return d.activeFaults.Load() == 0 && time.Since(time.Unix(0, d.faultEnded.Load())) > faultGrace
+}
+
+func (d *driver) faultBegin() { d.activeFaults.Add(1) }
+func (d *driver) faultEnd() {
+	d.faultEnded.Store(time.Now().UnixNano())
+	d.activeFaults.Add(-1)
+}
+
+func (d *driver) remember(k sessKey, events []*mEvent) {
+	d.poolMu.Lock()
+	defer d.poolMu.Unlock()
+	for _, e := range events {
+		if len(d.pastIDs) < 500 {
+			d.pastIDs = append(d.pastIDs, e.ID)
+		} else {
+			d.pastIDs[len(e.ID)*31%500] = e.ID
+		}
+	}
+}
+
+func (d *driver) pastID(pick int) string {
+	d.poolMu.Lock()
+	defer d.poolMu.Unlock()
+	if len(d.pastIDs) == 0 {
+		return ""
+	}
+	return d.pastIDs[pick%len(d.pastIDs)]
+}
+
+func (d *driver) markCreated(k sessKey) {
+	d.poolMu.Lock()
+	defer d.poolMu.Unlock()
+	d.ever[k] = true
+}
+
+func (d *driver) everCreated(k sessKey) bool {
+	d.poolMu.Lock()
+	defer d.poolMu.Unlock()
+	return d.ever[k]
+}
+
+// ---------------------------------------------------------------------------
+// Clients.
+
+type handle struct {
+	s   *service.Session
+	inc int64 // incarnation it was read from
+	rev int64 // the session's revision it reflects
+}
+
+type slot struct {
+	key     sessKey
+	handles []*handle
+	shared  bool
+}
+
+func (sl *slot) addHandle(h *handle) {
+	sl.handles = append(sl.handles, h)
+	if len(sl.handles) > 4 {
+		sl.handles = sl.handles[1:]
+	}
+}
+
+type client struct {
+	d       *driver
+	id      int
+	gen     *gen
+	slots   []*slot
+	shared  []*slot
+	pending []*pending
+	all     bool // the checkpoint's reader: every key and session reads exactly
+	cur     int  // step of the operation running (for the history)
+}
+
+func (c *client) log(format string, args ...any) {
+	c.d.hist.add("  c%d #%d -> "+format, append([]any{c.id, c.cur}, args...)...)
+}
+
+func (c *client) failf(o *op, format string, args ...any) {
+	c.d.failf("%s: %s", o, fmt.Sprintf(format, args...))
+}
+
+// isFault tells whether err is not one of the contract's answers (a network
+// error, a timeout, a server down): the operation may or may not have been applied.
+func isFault(err error) bool {
+	return err != nil && !errors.Is(err, service.ErrNotFound) && !errors.Is(err, service.ErrAlreadyExists) &&
+		!errors.Is(err, service.ErrStaleSession) && !errors.Is(err, service.ErrInvalidArgument)
+}
+
+// faultErr handles an error that is no answer of the contract: allowed
+// while a fault runs (the caller then settles the operation), a failure otherwise.
+func (c *client) faultErr(o *op, err error) bool {
+	if !isFault(err) {
+		return false
+	}
+	c.log("fault error: %v", err)
+	if c.d.faultQuiet() {
+		c.failf(o, "error while no fault runs: %v", err)
+	}
+	return true
+}
+
+func opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), opTimeout)
+}
+
+// opSlot returns sl, or nil (and says so) when an operation on its session
+// is not settled yet: the session's state is not known until it is.
+func (c *client) opSlot(sl *slot) *slot {
+	if c.pendingOn(sl.key) {
+		c.log("skipped: unsettled operation on the session")
+		return nil
+	}
+	return sl
+}
+
+func (c *client) pendingOn(k sessKey) bool {
+	for _, p := range c.pending {
+		if p.key == k {
+			return true
+		}
+	}
+	return false
+}
+
+// run executes rounds of ops, meeting the others at a barrier after each.
+func (c *client) run(rounds <-chan int, arrive chan<- int, steps int) {
+	for range rounds {
+		for i := 0; i < steps && !c.d.stopped(); i++ {
+			c.settleAll(false)
+			o := c.gen.next()
+			c.exec(o)
+		}
+		c.heal()
+		c.settleAll(true)
+		arrive <- c.id
+	}
+}
+
+func (c *client) exec(o *op) {
+	d := c.d
+	d.ops.Add(1)
+	d.counts[o.Kind].Add(1)
+	d.hist.add("%s", o)
+	c.cur = o.Step
+	switch o.Kind {
+	case opCreate:
+		c.create(o)
+	case opAppend:
+		c.appendOp(o)
+	case opShared:
+		c.sharedAppend(o)
+	case opGet:
+		c.get(o)
+	case opList:
+		c.list(o)
+	case opUserState:
+		c.userState(o)
+	case opDelete:
+		c.deleteOp(o)
+	case opRewind:
+		c.rewind(o)
+	case opEndInv:
+		c.endInvocation(o)
+	case opFlush:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.e.flush(ctx); err != nil {
+			c.faultErr(o, err)
+			return
+		}
+		if d.sh.Clients == 1 {
+			d.m.flushed()
+		}
+		c.log("flushed")
+	case opRedisRestart, opFailover:
+		// The fault hits the next operation: it runs while the server goes down or switches.
+		req := &faultReq{op: o, done: make(chan error, 1)}
+		d.faults <- req
+		next := c.gen.next()
+		for next.Kind.fault() {
+			if next.Kind == opPgStart { // a fault that ends another one still runs
+				c.exec(next)
+			}
+			next = c.gen.next()
+		}
+		c.exec(next)
+		if err := <-req.done; err != nil {
+			c.failf(o, "%v", err)
+		}
+		end := &faultReq{op: o, end: true, done: make(chan error, 1)}
+		d.faults <- end
+		if err := <-end.done; err != nil {
+			c.failf(o, "%v", err)
+		}
+	default:
+		req := &faultReq{op: o, done: make(chan error, 1)}
+		d.faults <- req
+		if err := <-req.done; err != nil {
+			c.failf(o, "%v", err)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Sessions: create, get, delete.
+
+func (c *client) create(o *op) {
+	d := c.d
+	sl := c.opSlot(c.slots[o.Slot])
+	if sl == nil {
+		return
+	}
+	k := sl.key
+	exists := d.m.session(k) != nil
+	d.m.sent(k, o.State)
+	d.markCreated(k) // before the call: another client's list may see it before the answer comes
+	ctx, cancel := opCtx()
+	defer cancel()
+	before := time.Now()
+	resp, err := d.e.svcs[o.Svc].Create(ctx, &service.CreateRequest{AppName: k.App, UserID: k.User, SessionID: k.SID, State: o.State})
+	switch {
+	case exists && errors.Is(err, service.ErrAlreadyExists):
+		c.log("already exists")
+	case c.faultErr(o, err):
+		if !exists {
+			c.pending = append(c.pending, &pending{op: o, key: k, kind: opCreate, since: before})
+		}
+	case exists:
+		c.failf(o, "create of an existing session: %v, want ErrAlreadyExists", err)
+	case err != nil:
+		c.failf(o, "create: %v", err)
+	default:
+		c.adoptCreate(o, sl, resp.Session, before, false)
+	}
+}
+
+// adoptCreate records an acknowledged (or settled) create and checks the handle.
+func (c *client) adoptCreate(o *op, sl *slot, s *service.Session, before time.Time, lag bool) {
+	d := c.d
+	k := sl.key
+	inc := s.LastUpdateTime().UnixMicro()
+	if inc < before.Add(-time.Second).UnixMicro() || inc > time.Now().Add(time.Second).UnixMicro() {
+		c.failf(o, "create time %v outside the call (%v)", s.LastUpdateTime(), before)
+	}
+	if lag {
+		_, _, app, _ := split(o.State)
+		d.m.appMayLag(k.App, app)
+	}
+	d.m.created(k, inc, o.State)
+	sl.addHandle(&handle{s: s, inc: inc})
+	c.log("created, incarnation %d", inc)
+	if s.Events().Len() != 0 {
+		c.failf(o, "a new session has %d events", s.Events().Len())
+	}
+	if diffs := d.m.stateDiff(k, stateOf(s), c.me(), true, ""); len(diffs) > 0 {
+		c.failf(o, "state of the created session: %s", strings.Join(diffs, "; "))
+	}
+}
+
+// me is the client whose keys must read exactly: every key when it is alone.
+func (c *client) me() int {
+	if c.d.sh.Clients == 1 || c.all {
+		return -1
+	}
+	return c.id
+}
+
+// get reads a slot's session with the op's window and checks it.
+func (c *client) get(o *op) {
+	sl := c.opSlot(c.slots[o.Slot])
+	if sl == nil {
+		return
+	}
+	c.fetch(o, sl, o.NumRecent, o.AfterMode, o.TempMode)
+}
+
+// fetch runs a Get and checks it against the model; a live session becomes
+// a new handle of the slot.
+func (c *client) fetch(o *op, sl *slot, n, afterMode, tempMode int) *handle {
+	d := c.d
+	k := sl.key
+	s := d.m.session(k)
+	req := &service.GetRequest{AppName: k.App, UserID: k.User, SessionID: k.SID, NumRecentEvents: n}
+	after := int64(-1)
+	if s != nil {
+		after = afterBound(s.Events, afterMode, o.Pick)
+		switch {
+		case tempMode == 1 && s.TInv != "":
+			req.InvocationID = s.TInv
+		case tempMode == 2:
+			req.InvocationID = "inv-other"
+		}
+	}
+	if after >= 0 {
+		req.After = time.UnixMicro(after).UTC()
+	}
+	ctx, cancel := opCtx()
+	defer cancel()
+	resp, err := d.e.svcs[o.Svc].Get(ctx, req)
+	switch {
+	case c.faultErr(o, err):
+		return nil
+	case s == nil && errors.Is(err, service.ErrNotFound):
+		c.log("not found")
+		return nil
+	case s == nil:
+		c.failf(o, "get of a deleted or never created session: %v, want ErrNotFound", err)
+		return nil
+	case err != nil:
+		c.failf(o, "get: %v", err)
+		return nil
+	}
+	got := resp.Session
+	diffs := checkEvents(s.Events, got, n, after)
+	diffs = append(diffs, d.m.stateDiff(k, stateOf(got), c.me(), true, req.InvocationID)...)
+	if lu := got.LastUpdateTime().UnixMicro(); lu != s.updateTime() {
+		diffs = append(diffs, fmt.Sprintf("LastUpdateTime %d, want %d", lu, s.updateTime()))
+	}
+	if len(diffs) > 0 {
+		d.dump(k)
+		c.failf(o, "get (n=%d after=%d inv=%q): %s", n, after, req.InvocationID, strings.Join(diffs, "; "))
+		return nil
+	}
+	c.log("got %d of %d events, rev %d", got.Events().Len(), len(s.Events), s.rev())
+	h := &handle{s: got, inc: s.Inc, rev: s.rev()}
+	sl.addHandle(h)
+	return h
+}
+
+// afterBound resolves an After window mode against the events (-1: none).
+func afterBound(evs []*mEvent, mode, pick int) int64 {
+	if len(evs) == 0 || mode == 0 {
+		return -1
+	}
+	switch mode {
+	case 1:
+		return evs[pick%len(evs)].Ts
+	case 2:
+		return evs[pick%len(evs)].Ts + 1
+	case 3:
+		return max(evs[0].Ts-1, 1)
+	default:
+		return evs[len(evs)-1].Ts + 1
+	}
+}
+
+func (c *client) deleteOp(o *op) {
+	d := c.d
+	sl := c.opSlot(c.slots[o.Slot])
+	if sl == nil {
+		return
+	}
+	k := sl.key
+	ctx, cancel := opCtx()
+	defer cancel()
+	if o.Pick%6 == 0 {
+		// With another user: removes nothing (the checkpoint reads the session back).
+		err := d.e.svcs[o.Svc].Delete(ctx, &service.DeleteRequest{AppName: k.App, UserID: "someone-else", SessionID: k.SID})
+		if !c.faultErr(o, err) && err != nil {
+			c.failf(o, "delete with another user: %v", err)
+		}
+		c.log("deleted with another user: nothing")
+		return
+	}
+	err := d.e.svcs[o.Svc].Delete(ctx, &service.DeleteRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
+	switch {
+	case c.faultErr(o, err):
+		c.pending = append(c.pending, &pending{op: o, key: k, kind: opDelete})
+	case err != nil:
+		c.failf(o, "delete: %v", err)
+	default:
+		c.deleted(k)
+	}
+}
+
+func (c *client) deleted(k sessKey) {
+	if s := c.d.m.session(k); s != nil {
+		c.d.remember(k, s.Events)
+	}
+	c.d.m.deleted(k)
+	c.log("deleted")
+}
+
+// ---------------------------------------------------------------------------
+// Unacknowledged operations: settled by reading what was stored, then by
+// retrying (a retried append carries the same event id).
+
+type pending struct {
+	op    *op
+	key   sessKey
+	kind  opKind
+	h     *handle
+	ev    *service.Event // the event as sent (appends)
+	inv   string         // rewind: the invocation; end-invocation: the invocation
+	want  outcome        // what the model predicted (appends)
+	since time.Time
+}
+
+// settleAll tries every unsettled operation once, or, with block, until all
+// are settled (the faults have ended by then).
+func (c *client) settleAll(block bool) {
+	deadline := time.Now().Add(settleTimeout)
+	for len(c.pending) > 0 && !c.d.stopped() {
+		var left []*pending
+		for _, p := range c.pending {
+			if !c.settle(p) {
+				left = append(left, p)
+			}
+		}
+		c.pending = left
+		if !block || len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.failf(left[0].op, "not settled after %v", settleTimeout)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // retry pace while a server comes back
+	}
+}
+
+// settle resolves one unacknowledged operation; false: try again later.
+func (c *client) settle(p *pending) bool {
+	d := c.d
+	o := p.op
+	ctx, cancel := opCtx()
+	defer cancel()
+	c.log("settling %s", o)
+	k := p.key
+	switch p.kind {
+	case opCreate:
+		resp, err := d.e.svcs[o.Svc].Create(ctx, &service.CreateRequest{AppName: k.App, UserID: k.User, SessionID: k.SID, State: o.State})
+		switch {
+		case isFault(err):
+			c.log("still failing: %v", err)
+			return false
+		case err == nil:
+			c.adoptCreate(o, c.slotOf(k), resp.Session, p.since, false)
+		case errors.Is(err, service.ErrAlreadyExists):
+			// The first attempt created it; its app: step may be done by the flusher only.
+			got, err := d.e.svcs[o.Svc].Get(ctx, &service.GetRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
+			if isFault(err) {
+				c.log("still failing: %v", err)
+				return false
+			}
+			if err != nil {
+				c.failf(o, "settle create: get: %v", err)
+				return true
+			}
+			c.adoptCreate(o, c.slotOf(k), got.Session, p.since, true)
+		default:
+			c.failf(o, "settle create: %v", err)
+		}
+		return true
+	case opDelete:
+		err := d.e.svcs[o.Svc].Delete(ctx, &service.DeleteRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
+		if isFault(err) {
+			c.log("still failing: %v", err)
+			return false
+		}
+		if err != nil {
+			c.failf(o, "settle delete: %v", err)
+			return true
+		}
+		c.deleted(k)
+		return true
+	case opEndInv:
+		if err := d.e.svcs[o.Svc].EndInvocation(ctx, p.h.s, p.inv); isFault(err) {
+			c.log("still failing: %v", err)
+			return false
+		} else if err != nil {
+			c.failf(o, "settle end-invocation: %v", err)
+			return true
+		}
+		c.endedInvocation(k, p.inv)
+		return true
+	case opAppend:
+		return c.settleAppend(p)
+	case opRewind:
+		return c.settleRewind(p)
+	case opShared:
+		return c.settleShared(p)
+	}
+	return true
+}
+
+// readAll reads every event of a session (nil, false on a fault).
+func (c *client) readAll(o *op, k sessKey) (*service.Session, bool) {
+	ctx, cancel := opCtx()
+	defer cancel()
+	resp, err := c.d.e.svcs[o.Svc].Get(ctx, &service.GetRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
+	switch {
+	case isFault(err):
+		c.log("still failing: %v", err)
+		return nil, false
+	case errors.Is(err, service.ErrNotFound) && c.d.m.session(k) == nil:
+		c.log("settled: no such session")
+		return nil, true
+	case err != nil:
+		c.failf(o, "settle: read the session: %v", err)
+		return nil, true
+	}
+	return resp.Session, true
+}
+
+// newEvents checks a full read against the model's events and returns the
+// events after them.
+func (c *client) newEvents(o *op, k sessKey, got *service.Session) ([]*service.Event, bool) {
+	s := c.d.m.session(k)
+	evs := eventsOf(got)
+	if len(evs) < len(s.Events) {
+		var got, want []string
+		for _, e := range evs {
+			got = append(got, fmt.Sprintf("%s@%d", e.ID, e.Timestamp.UnixMicro()))
+		}
+		for _, e := range s.Events {
+			want = append(want, fmt.Sprintf("%s@%d", e.ID, e.Ts))
+		}
+		c.d.dump(k)
+		c.failf(o, "settle: %d events stored %q, %d acknowledged %q", len(evs), got, len(s.Events), want)
+		return nil, false
+	}
+	for i, w := range s.Events {
+		if diffs := diffEvent(w, evs[i]); len(diffs) > 0 {
+			c.failf(o, "settle: event %d: %s", i, strings.Join(diffs, "; "))
+			return nil, false
+		}
+	}
+	return evs[len(s.Events):], true
+}
+
+func (c *client) slotOf(k sessKey) *slot {
+	for _, sl := range c.slots {
+		if sl.key == k {
+			return sl
+		}
+	}
+	for _, sl := range c.shared {
+		if sl.key == k {
+			return sl
+		}
+	}
+	panic("no slot for " + k.String())
+}
+
+// heal asks the main goroutine to end the faults that last (Postgres down),
+// so that what is unsettled can be settled.
+func (c *client) heal() {
+	req := &faultReq{op: &op{Kind: opPgStart, Client: c.id}, done: make(chan error, 1)}
+	c.d.faults <- req
+	<-req.done
+}
+
+// ---------------------------------------------------------------------------
+// Faults, carried out by the main goroutine.
+
+type faultReq struct {
+	op   *op
+	end  bool // second half of redis-restart / failover
+	done chan error
+}
+
+// serveFault carries out one fault request (on the test goroutine).
+func (d *driver) serveFault(r *faultReq) {
+	o := r.op
+	e := d.e
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var err error
+	switch o.Kind {
+	case opEvict:
+		err = d.evict(ctx, o)
+	case opFlushAll:
+		d.pgStart() // FLUSHALL only after a complete flush
+		if err = e.flush(ctx); err == nil {
+			err = e.flushAll(ctx)
+		}
+		d.m.allTempLost()
+		d.m.flushed()
+		d.hist.add("  fault: flushed, then FLUSHALL: %v", err)
+	case opFlusherKill:
+		e.killFlusher(o.Delay)
+		d.hist.add("  fault: flusher killed after %v", o.Delay)
+	case opPgStop:
+		if !d.pgDown {
+			d.faultBegin()
+			e.pg.Stop(d.t, o.Mode)
+			d.pgDown = true
+			d.hist.add("  fault: postgres stopped (%s)", o.Mode)
+		}
+	case opPgStart:
+		d.pgStart()
+	case opRedisRestart, opFailover:
+		switch {
+		case r.end && e.cluster == nil && o.Kind == opRedisRestart:
+			e.redis.Start(d.t)
+			err = e.waitRedis(time.Minute)
+			d.hist.add("  fault: redis restarted from its AOF: %v", err)
+			d.faultEnd()
+		case r.end:
+		case e.cluster != nil:
+			d.faultBegin()
+			time.Sleep(o.Delay) // into the next operation
+			err = e.failover(o.Pick)
+			d.hist.add("  fault: failover of master %d: %v", o.Pick%3, err)
+			d.faultEnd()
+		case o.Kind == opRedisRestart:
+			d.faultBegin()
+			time.Sleep(o.Delay) // into the next operation
+			e.redis.Kill(d.t)
+			d.hist.add("  fault: redis killed (SIGKILL)")
+		}
+	}
+	r.done <- err
+}
+
+// pgStart starts Postgres again if a fault stopped it (test goroutine).
+func (d *driver) pgStart() {
+	if !d.pgDown {
+		return
+	}
+	d.e.pg.Start(d.t)
+	d.pgDown = false
+	d.hist.add("  fault: postgres started")
+	d.faultEnd()
+}
+
+// evict deletes keys that carry a TTL, as volatile-lru may, and tells the
+// model which sessions may have lost their temp state.
+func (d *driver) evict(ctx context.Context, o *op) error {
+	keys, err := d.e.keysWithTTL(ctx)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(uint64(o.Pick), uint64(o.Step)))
+	if o.Count > 0 && o.Count < len(keys) {
+		rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		keys = keys[:o.Count]
+		sort.Strings(keys)
+	}
+	owners := d.keyOwners()
+	var gone []string
+	for _, key := range keys {
+		ok, err := d.e.evict(ctx, key)
+		if err != nil {
+			return err
+		}
+		if ok {
+			gone = append(gone, key)
+			if k, found := owners[key]; found {
+				d.m.tempLostOf(k)
+			}
+		}
+	}
+	d.hist.add("  fault: evicted %d keys: %q", len(gone), gone)
+	return nil
+}
+
+// keyOwners maps the keys of every session to it. Losing any of them may
+// lose the session's temp state: the temp hash itself carries a TTL, and a
+// session read back after a partial eviction no longer names the invocation
+// that owns it (hydrate.lua writes the session hash anew).
+func (d *driver) keyOwners() map[string]sessKey {
+	out := map[string]sessKey{}
+	for _, c := range d.clients {
+		for _, sl := range append(append([]*slot(nil), c.slots...), c.shared...) {
+			sk := d.e.keys.Session(sl.key.App, sl.key.User, sl.key.SID)
+			for _, key := range []string{sk.Session, sk.Temp, sk.Events, sk.EventIDs, sk.Undo} {
+				out[key] = sl.key
+			}
+		}
+	}
+	return out
+}
+
+// dump writes what Redis and Postgres hold of session k into the history,
+// for a failure's post-mortem.
+func (d *driver) dump(k sessKey) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sk := d.e.keys.Session(k.App, k.User, k.SID)
+	meta, err := d.e.rdb.HGetAll(ctx, sk.Session).Result()
+	var m []string
+	for f, v := range meta {
+		if strings.HasPrefix(f, "m:") {
+			m = append(m, f+"="+v)
+		}
+	}
+	sort.Strings(m)
+	d.hist.add("  dump %v: redis meta %v (%v)", k, m, err)
+	evs, err := d.e.rdb.ZRangeWithScores(ctx, sk.Events, 0, -1).Result()
+	var seqs []string
+	for _, z := range evs {
+		member, _ := z.Member.(string)
+		seq, _, _ := strings.Cut(member, ":")
+		seqs = append(seqs, fmt.Sprintf("%s@%.0f", seq, z.Score))
+	}
+	d.hist.add("  dump %v: redis events (seq@ts) %v (%v)", k, seqs, err)
+	var inc, rev int64
+	var deleted bool
+	err = d.e.db.QueryRowContext(ctx, `SELECT incarnation, rev, deleted FROM adksession_sessions WHERE app_name = $1 AND user_id = $2 AND session_id = $3`,
+		k.App, k.User, k.SID).Scan(&inc, &rev, &deleted)
+	d.hist.add("  dump %v: db bookkeeping incarnation %d rev %d deleted %v (%v)", k, inc, rev, deleted, err)
+	var rows []string
+	err = queryRows(ctx, d.e.db, fmt.Sprintf(`SELECT id, %s FROM events WHERE app_name = '%s' AND user_id = '%s' AND session_id = '%s' ORDER BY "timestamp"`,
+		usExpr(`"timestamp"`), sqlQuote(k.App), sqlQuote(k.User), sqlQuote(k.SID)), func(r *sql.Rows) error {
+		var id string
+		var us int64
+		err := r.Scan(&id, &us)
+		rows = append(rows, fmt.Sprintf("%s@%d", id, us))
+		return err
+	})
+	d.hist.add("  dump %v: db events %v (%v)", k, rows, err)
+}
+
+func sqlQuote(s string) string { return strings.ReplaceAll(s, "'", "''") }

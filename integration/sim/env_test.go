@@ -1,0 +1,412 @@
+package sim
+
+// The deployment a run drives: private servers (so that faults disturb no
+// other test), several Service instances (processes of a fleet) and the
+// flushers the driver starts and kills itself.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/lib/pq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/service"
+)
+
+// simConfig is the Config of every Service of a run: a small cache and small
+// batches, so that trimming, reads from the database and multi-batch flushes
+// happen within a few dozen events.
+func simConfig(redisURL, dbURL string) service.Config {
+	return service.Config{
+		RedisURL: redisURL, DatabaseURL: dbURL, Namespace: "sim:", Shards: 4,
+		MaxCachedEvents: 6, FlushBatchSize: 7, FlushInterval: 20 * time.Millisecond,
+		CacheTTL: time.Hour, TempTTL: time.Hour, DisableFlusher: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+// servers are a run's private Redis (standalone or cluster, with AOF) and
+// Postgres, shared by the runs (seeds) of one test.
+type servers struct {
+	cluster  *testenv.RedisCluster
+	redis    *testenv.RedisServer
+	pg       *testenv.PostgresServer
+	redisURL string
+}
+
+func startServers(t testing.TB, cluster bool) *servers {
+	t.Helper()
+	s := &servers{}
+	if cluster {
+		s.cluster = testenv.StartCluster(t, "--appendonly", "yes", "--appendfsync", "always")
+		s.redisURL = s.cluster.URL
+	} else {
+		s.redis = testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+		s.redisURL = s.redis.URL
+	}
+	s.redisURL += "?dial_timeout=1s"
+	s.pg = testenv.StartPostgres(t)
+	// testenv's Postgres acknowledges commits before their WAL is written
+	// (synchronous_commit = off): the crash of pg-stop -m immediate would lose
+	// what it acknowledged to the flusher. Commits are durable here.
+	db, err := sql.Open("postgres", s.pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{"ALTER SYSTEM SET synchronous_commit = on", "SELECT pg_reload_conf()"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return s
+}
+
+// env is one run's deployment: a namespace and a database of its own, and
+// sh.Services services (processes).
+type env struct {
+	*servers
+	t      testing.TB
+	cfg    service.Config
+	svcs   []*service.Service
+	rdb    redis.UniversalClient
+	db     *sql.DB
+	keys   cache.Keys
+	dbName string
+
+	mu       sync.Mutex
+	flushers []*service.Flusher // running in the background (several clients)
+}
+
+// newEnv opens a run's deployment on srv; close it with close.
+func newEnv(t testing.TB, srv *servers, sh shape, seed int64) *env {
+	t.Helper()
+	e := &env{servers: srv, t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e.dbName = fmt.Sprintf("sim_%d", uint64(seed)%1_000_000_007)
+	dbURL, err := srv.createDB(ctx, e.dbName)
+	if err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	if err := service.Migrate(ctx, dbURL); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	e.cfg = simConfig(srv.redisURL, dbURL)
+	e.cfg.Namespace = fmt.Sprintf("sim%d:", uint64(seed)%1_000_000_007)
+	if e.keys, err = cache.NewKeys(e.cfg.Namespace, e.cfg.Shards); err != nil {
+		t.Fatal(err)
+	}
+	if e.rdb, err = cache.NewClient(srv.redisURL); err != nil {
+		t.Fatal(err)
+	}
+	if e.db, err = sql.Open("postgres", dbURL); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sh.Services {
+		cfg := e.cfg
+		cfg.ConcurrentAppends = e.concurrent(i)
+		svc, err := service.Open(ctx, cfg)
+		if err != nil {
+			t.Fatalf("open service %d: %v", i, err)
+		}
+		e.svcs = append(e.svcs, svc)
+	}
+	return e
+}
+
+func (e *env) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.stopFlushers(ctx)
+	for _, s := range e.svcs {
+		s.Close(ctx)
+	}
+	e.rdb.Close()
+	e.db.Close()
+	if err := e.servers.dropDB(ctx, e.dbName); err != nil {
+		e.t.Logf("drop database %s: %v", e.dbName, err)
+	}
+}
+
+// createDB creates a database on the private Postgres and returns its URL.
+func (s *servers) createDB(ctx context.Context, name string) (string, error) {
+	admin, err := sql.Open("postgres", s.pg.URL)
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	u, err := url.Parse(s.pg.URL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func (s *servers) dropDB(ctx context.Context, name string) error {
+	admin, err := sql.Open("postgres", s.pg.URL)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	_, err = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	return err
+}
+
+// concurrent tells whether service i applies appends through stale handles.
+func (e *env) concurrent(i int) bool { return i%2 == 1 }
+
+// startFlushers runs n flushers in the background (of services 0, 1, ...).
+func (e *env) startFlushers(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range n {
+		f := e.svcs[i%len(e.svcs)].NewFlusher(e.cfg.Logger)
+		f.Start(context.Background())
+		e.flushers = append(e.flushers, f)
+	}
+}
+
+func (e *env) stopFlushers(ctx context.Context) {
+	e.mu.Lock()
+	fs := e.flushers
+	e.flushers = nil
+	e.mu.Unlock()
+	for _, f := range fs {
+		f.Stop(ctx)
+	}
+}
+
+// flush returns once everything acknowledged is in the database. Without
+// background flushers it runs one for the time of the flush.
+func (e *env) flush(ctx context.Context) error {
+	e.mu.Lock()
+	running := len(e.flushers) > 0
+	e.mu.Unlock()
+	if !running {
+		f := e.svcs[0].NewFlusher(e.cfg.Logger)
+		f.Start(ctx)
+		defer f.Stop(ctx)
+	}
+	return e.svcs[0].Flush(ctx)
+}
+
+// killFlusher runs a flusher (or takes a background one) and stops it after d
+// with a context that ends at once: it dies in the middle of whatever batch it
+// is writing. A background flusher is replaced by a new one.
+func (e *env) killFlusher(d time.Duration) {
+	e.mu.Lock()
+	var f *service.Flusher
+	if len(e.flushers) > 0 {
+		f = e.flushers[0]
+		e.flushers = e.flushers[1:]
+	}
+	e.mu.Unlock()
+	if f == nil {
+		f = e.svcs[0].NewFlusher(e.cfg.Logger)
+		f.Start(context.Background()) // its loop begins with a pass
+		// The flusher's time to run: a duration drawn from the seed, not a wait for a result.
+		time.Sleep(d)
+	} else {
+		time.Sleep(d)
+		defer e.startFlushers(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	f.Stop(ctx)
+}
+
+// masters returns the addresses of the masters (the one server when standalone).
+func (e *env) masters() []string {
+	if e.cluster == nil {
+		return []string{e.redis.Addr}
+	}
+	var out []string
+	for _, n := range e.cluster.Nodes {
+		if !n.Running() {
+			continue
+		}
+		if info, err := testenv.RespDo(n.Addr, "INFO", "replication"); err == nil && strings.Contains(info, "role:master") {
+			out = append(out, n.Addr)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// keysWithTTL lists the namespace's keys that carry a TTL (those a
+// volatile-* policy may evict), sorted.
+func (e *env) keysWithTTL(ctx context.Context) ([]string, error) {
+	var all []string
+	var mu sync.Mutex
+	scan := func(ctx context.Context, c *redis.Client) error {
+		var keys []string
+		iter := c.Scan(ctx, 0, e.cfg.Namespace+"*", 500).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		pipe := c.Pipeline()
+		ttls := make([]*redis.DurationCmd, len(keys))
+		for i, k := range keys {
+			ttls[i] = pipe.PTTL(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, k := range keys {
+			if ttls[i].Val() > 0 {
+				all = append(all, k)
+			}
+		}
+		return nil
+	}
+	var err error
+	switch c := e.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		err = fmt.Errorf("unknown client %T", e.rdb)
+	}
+	sort.Strings(all)
+	return slices.Compact(all), err
+}
+
+// evictScript deletes a key only while it carries a TTL, atomically: what
+// volatile-lru may do to it at any moment.
+var evictScript = redis.NewScript(`if redis.call('PTTL', KEYS[1]) > 0 then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func (e *env) evict(ctx context.Context, key string) (bool, error) {
+	n, err := evictScript.Run(ctx, e.rdb, []string{key}).Int()
+	return n == 1, err
+}
+
+// flushAll empties every master (FLUSHALL).
+func (e *env) flushAll(ctx context.Context) error {
+	switch c := e.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.FlushAll(ctx).Err() })
+	default:
+		return e.rdb.FlushAll(ctx).Err()
+	}
+}
+
+// waitRedis waits until Redis answers every service (after a restart or
+// failover, go-redis's dial breaker may refuse for a second more).
+func (e *env) waitRedis(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := e.rdb.Ping(ctx).Err()
+		for _, s := range e.svcs {
+			if err == nil {
+				_, err = s.Backlog(ctx) // Redis only: each service's own pool answers again
+			}
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis not answering after %v: %w", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// failover makes a replica of master number pick (of the sorted masters) take
+// over with CLUSTER FAILOVER, and waits until it is master and the cluster is
+// healthy.
+func (e *env) failover(pick int) error {
+	masters := e.masters()
+	if len(masters) == 0 {
+		return errors.New("no master")
+	}
+	master := masters[pick%len(masters)]
+	deadline := time.Now().Add(time.Minute)
+	// A master that took over a moment ago gets its replica (the old master)
+	// once that one has heard of the failover.
+	replica, err := e.replicaOf(master)
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		replica, err = e.replicaOf(master)
+	}
+	if err != nil {
+		return err
+	}
+	var asked time.Time
+	for {
+		if time.Since(asked) > 6*time.Second {
+			if _, err := testenv.RespDo(replica, "CLUSTER", "FAILOVER"); err != nil {
+				return fmt.Errorf("CLUSTER FAILOVER on %s: %w", replica, err)
+			}
+			asked = time.Now()
+		}
+		if info, err := testenv.RespDo(replica, "INFO", "replication"); err == nil && strings.Contains(info, "role:master") {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %s of %s did not take over", replica, master)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.cluster.WaitHealthy(e.t, time.Minute)
+	return nil
+}
+
+// replicaOf returns a replica of the master at addr (each node's own line of
+// CLUSTER NODES is authoritative).
+func (e *env) replicaOf(addr string) (string, error) {
+	self := func(a string) (id, flags, master string, err error) {
+		nodes, err := testenv.RespDo(a, "CLUSTER", "NODES")
+		if err != nil {
+			return "", "", "", err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+			if f := strings.Fields(line); len(f) >= 8 && strings.Contains(f[2], "myself") {
+				return f[0], f[2], f[3], nil
+			}
+		}
+		return "", "", "", fmt.Errorf("no myself line in CLUSTER NODES of %s", a)
+	}
+	mid, _, _, err := self(addr)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range e.cluster.Nodes {
+		if !n.Running() {
+			continue
+		}
+		if _, flags, master, err := self(n.Addr); err == nil && strings.Contains(flags, "slave") && master == mid {
+			return n.Addr, nil
+		}
+	}
+	return "", fmt.Errorf("no replica of %s", addr)
+}

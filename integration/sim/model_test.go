@@ -1,0 +1,562 @@
+package sim
+
+// The reference model: what the contract (SPEC sections 2-5 and 7) says every
+// acknowledged operation leaves behind. It does no I/O; the driver feeds it the
+// operations the system acknowledged and asks it what the system must answer.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/adksession/adksession/service"
+)
+
+// Scope prefixes, checked in this order (SPEC 3: "app:user:x" is the app key "user:x").
+const (
+	appPrefix  = "app:"
+	userPrefix = "user:"
+	tempPrefix = "temp:"
+)
+
+type sessKey struct{ App, User, SID string }
+
+func (k sessKey) String() string { return fmt.Sprintf("%q/%q/%q", k.App, k.User, k.SID) }
+
+type userKey struct{ App, User string }
+
+// mEvent is an event as stored: its timestamp is the stored one (µs), its
+// delta has no temp: keys and holds values as they read back from JSON.
+type mEvent struct {
+	ID, Inv, Author string
+	Ts              int64
+	Content         json.RawMessage
+	Delta           map[string]any
+	Artifacts       map[string]int64
+	RewindBefore    string
+	// What the driver knows of how it was sent: the client, the timestamp it
+	// asked for (0: none, the service stamped it) and the event as sent
+	// (nil for rewind events), for duplicate deliveries.
+	Client int
+	Req    int64
+	Sent   *service.Event
+}
+
+// mSession is one incarnation of a session.
+type mSession struct {
+	Inc     int64          // incarnation = create time, µs
+	Initial map[string]any // session-scoped keys of the create-time state
+	Events  []*mEvent
+	// Temp state of the invocation TInv: Temp holds every key it may hold,
+	// TempSure the keys it must hold (after a cache loss the rest may be gone).
+	TInv     string
+	Temp     map[string]any
+	TempSure map[string]bool
+}
+
+func newSession(inc int64, initial map[string]any) *mSession {
+	return &mSession{Inc: inc, Initial: initial, Temp: map[string]any{}, TempSure: map[string]bool{}}
+}
+
+func (s *mSession) rev() int64 { return int64(len(s.Events)) }
+
+func (s *mSession) lastTs() int64 {
+	if len(s.Events) == 0 {
+		return 0
+	}
+	return s.Events[len(s.Events)-1].Ts
+}
+
+// updateTime is the session's LastUpdateTime in µs: the last event's, or the
+// create time before any.
+func (s *mSession) updateTime() int64 {
+	if len(s.Events) == 0 {
+		return s.Inc
+	}
+	return s.lastTs()
+}
+
+// storedTs is where an event asking for ts is stored: not after the previous
+// event, it moves to the previous one + 1 µs (SPEC 5).
+func (s *mSession) storedTs(ts int64) int64 {
+	if len(s.Events) > 0 && ts <= s.lastTs() {
+		return s.lastTs() + 1
+	}
+	return ts
+}
+
+// stateBefore replays the session-scoped state before event p.
+func (s *mSession) stateBefore(p int) map[string]any {
+	st := maps.Clone(s.Initial)
+	for _, e := range s.Events[:p] {
+		for k, v := range e.Delta {
+			if scopeOf(k) == scopeSession {
+				st[k] = v
+			}
+		}
+	}
+	return st
+}
+
+func (s *mSession) state() map[string]any { return s.stateBefore(len(s.Events)) }
+
+// invocations lists the session's invocation ids in order of their first event.
+func (s *mSession) invocations() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range s.Events {
+		if !seen[e.Inv] {
+			seen[e.Inv] = true
+			out = append(out, e.Inv)
+		}
+	}
+	return out
+}
+
+func (s *mSession) event(id string) *mEvent {
+	for _, e := range s.Events {
+		if e.ID == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// rewindDeltas are the deltas of a rewind before the first event of inv
+// (docs/rewind.md): session keys whose value differs from the point set back
+// (null when unset or null then), artifact versions (not user: files) that
+// differ set back (-1 when the file had none).
+func (s *mSession) rewindDeltas(inv string) (map[string]any, map[string]int64, bool) {
+	p := slices.IndexFunc(s.Events, func(e *mEvent) bool { return e.Inv == inv })
+	if p < 0 {
+		return nil, nil, false
+	}
+	then, now := s.stateBefore(p), s.state()
+	delta := map[string]any{}
+	for _, k := range sortedKeys(then, now) {
+		was, wasSet := then[k]
+		cur, curSet := now[k]
+		switch {
+		case !wasSet || was == nil:
+			if curSet && cur != nil {
+				delta[k] = nil
+			}
+		case !curSet || !reflect.DeepEqual(was, cur):
+			delta[k] = was
+		}
+	}
+	thenFiles, nowFiles := map[string]int64{}, map[string]int64{}
+	for i, e := range s.Events {
+		for f, v := range e.Artifacts {
+			if i < p {
+				thenFiles[f] = v
+			}
+			nowFiles[f] = v
+		}
+	}
+	files := map[string]int64{}
+	for f, cur := range nowFiles {
+		if strings.HasPrefix(f, userPrefix) {
+			continue
+		}
+		was, ok := thenFiles[f]
+		if !ok || was < 0 {
+			was = -1
+		}
+		if cur < 0 {
+			cur = -1
+		}
+		if was != cur {
+			files[f] = was
+		}
+	}
+	return delta, files, true
+}
+
+// tempLost: Redis may have lost the temp state (an eviction, FLUSHALL).
+func (s *mSession) tempLost() { s.TempSure = map[string]bool{} }
+
+// applyTemp records the temp: keys of an event of invocation inv (stored);
+// the first event of another invocation ends the previous one's temp state.
+func (s *mSession) applyTemp(inv string, temp map[string]any) {
+	if inv != s.TInv {
+		s.TInv, s.Temp, s.TempSure = inv, map[string]any{}, map[string]bool{}
+	}
+	for k, v := range temp {
+		s.Temp[k] = v
+		s.TempSure[k] = true
+	}
+}
+
+func (s *mSession) endInvocation(inv string) {
+	if inv == s.TInv {
+		s.TInv, s.Temp, s.TempSure = "", map[string]any{}, map[string]bool{}
+	}
+}
+
+type scope int
+
+const (
+	scopeSession scope = iota
+	scopeApp
+	scopeUser
+	scopeTemp
+)
+
+func scopeOf(k string) scope {
+	switch {
+	case strings.HasPrefix(k, appPrefix):
+		return scopeApp
+	case strings.HasPrefix(k, userPrefix):
+		return scopeUser
+	case strings.HasPrefix(k, tempPrefix):
+		return scopeTemp
+	}
+	return scopeSession
+}
+
+// split divides a delta by scope: session keys as they are, app and user keys
+// without their prefix, temp keys with theirs. Values as they read back from JSON.
+func split(delta map[string]any) (sess, user, app, temp map[string]any) {
+	sess, user, app, temp = map[string]any{}, map[string]any{}, map[string]any{}, map[string]any{}
+	for k, v := range delta {
+		v = jsonRound(v)
+		switch scopeOf(k) {
+		case scopeApp:
+			app[strings.TrimPrefix(k, appPrefix)] = v
+		case scopeUser:
+			user[strings.TrimPrefix(k, userPrefix)] = v
+		case scopeTemp:
+			temp[k] = v
+		default:
+			sess[k] = v
+		}
+	}
+	return
+}
+
+// Model is what every client was acknowledged. It is shared by the clients of
+// a run: sessions are each driven by one client at a time, user and app state
+// keys are each written by one client (their names carry it).
+type Model struct {
+	mu       sync.Mutex
+	Sessions map[sessKey]*mSession // live sessions
+	Users    map[userKey]map[string]any
+	Apps     map[string]map[string]any
+	// AppPending: app keys that may still read as before an operation that
+	// was stored without its app step (see appMayLag): the values they may
+	// hold, besides the model's, until the next complete flush.
+	AppPending map[string]map[string][]any
+	// Written: every value ever sent for a scoped key ("app/<app>/<key>",
+	// "user/<app>/<user>/<key>", "sess/<session>/<key>"), for reads that race
+	// another client's writes.
+	Written map[string][]any
+}
+
+func newModel() *Model {
+	return &Model{Sessions: map[sessKey]*mSession{}, Users: map[userKey]map[string]any{},
+		Apps: map[string]map[string]any{}, AppPending: map[string]map[string][]any{}, Written: map[string][]any{}}
+}
+
+func writtenKey(k sessKey, key string) string {
+	switch scopeOf(key) {
+	case scopeApp:
+		return "app/" + k.App + "/" + strings.TrimPrefix(key, appPrefix)
+	case scopeUser:
+		return "user/" + k.App + "/" + k.User + "/" + strings.TrimPrefix(key, userPrefix)
+	}
+	return "sess/" + k.String() + "/" + key
+}
+
+// sent records the values of a delta about to be sent (before the answer).
+func (m *Model) sent(k sessKey, delta map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, v := range delta {
+		w := writtenKey(k, key)
+		m.Written[w] = append(m.Written[w], jsonRound(v))
+	}
+}
+
+// applyScoped applies the user and app parts of an acknowledged delta.
+func (m *Model) applyScoped(k sessKey, user, app map[string]any) {
+	uk := userKey{k.App, k.User}
+	if m.Users[uk] == nil {
+		m.Users[uk] = map[string]any{}
+	}
+	maps.Copy(m.Users[uk], user)
+	if m.Apps[k.App] == nil {
+		m.Apps[k.App] = map[string]any{}
+	}
+	maps.Copy(m.Apps[k.App], app)
+}
+
+// created records an acknowledged Create (create time inc µs).
+func (m *Model) created(k sessKey, inc int64, state map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sess, user, app, _ := split(state)
+	m.Sessions[k] = newSession(inc, sess)
+	m.applyScoped(k, user, app)
+}
+
+// appended records an acknowledged event (ts = stored timestamp).
+func (m *Model) appended(k sessKey, e *mEvent, temp map[string]any, userD, appD map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	s.Events = append(s.Events, e)
+	s.applyTemp(e.Inv, temp)
+	m.applyScoped(k, userD, appD)
+}
+
+func (m *Model) deleted(k sessKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.Sessions, k)
+}
+
+// absent stands for "no such key" among the values a key may hold.
+type absent struct{}
+
+// appMayLag: until the next complete flush, the app keys of delta may still
+// read as they were before it. A Create that was stored but not acknowledged
+// (its answer lost, its app step not done) is settled by a retry that answers
+// ErrAlreadyExists and applies nothing; the flusher applies its logged app
+// delta. Call it before applying the delta.
+func (m *Model) appMayLag(app string, delta map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(delta) == 0 {
+		return
+	}
+	if m.AppPending[app] == nil {
+		m.AppPending[app] = map[string][]any{}
+	}
+	for k := range delta {
+		prev, ok := m.Apps[app][k]
+		if !ok {
+			prev = absent{}
+		}
+		m.AppPending[app][k] = append(m.AppPending[app][k], prev)
+	}
+}
+
+// flushed: a complete flush applied every logged app delta.
+func (m *Model) flushed() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.AppPending = map[string]map[string][]any{}
+}
+
+// tempLostOf: Redis may have lost the temp state of k (an evicted key).
+func (m *Model) tempLostOf(k sessKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.Sessions[k]; s != nil {
+		s.tempLost()
+	}
+}
+
+func (m *Model) allTempLost() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.Sessions {
+		s.tempLost()
+	}
+}
+
+func (m *Model) endInvocation(k sessKey, inv string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.Sessions[k]; s != nil {
+		s.endInvocation(inv)
+	}
+}
+
+// firstEventBeforeCreate tells whether k's first event is stamped before
+// the session was created (its update time went back when it was appended).
+func (m *Model) firstEventBeforeCreate(k sessKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	return s != nil && len(s.Events) > 0 && s.Events[0].Ts < s.Inc
+}
+
+// session returns a snapshot of a live session (nil when absent): its own
+// events slice, maps shared (only the session's client changes them).
+func (m *Model) session(k sessKey) *mSession {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Events = slices.Clone(s.Events)
+	return &c
+}
+
+// merged is the state a Get of k must return, without temp: keys.
+func (m *Model) merged(k sessKey) map[string]any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.Sessions[k].state()
+	for kk, v := range m.Users[userKey{k.App, k.User}] {
+		st[userPrefix+kk] = v
+	}
+	for kk, v := range m.Apps[k.App] {
+		st[appPrefix+kk] = v
+	}
+	return st
+}
+
+// ownerOf is the client that writes a key: its name (after the scope
+// prefix) starts with "c<n>.". -1 for keys of no client.
+func ownerOf(key string) int {
+	for _, p := range []string{appPrefix, userPrefix, tempPrefix} {
+		if strings.HasPrefix(key, p) {
+			key = key[len(p):]
+			break
+		}
+	}
+	key = strings.TrimPrefix(key, userPrefix) // "app:user:c0.z"
+	if !strings.HasPrefix(key, "c") {
+		return -1
+	}
+	i := strings.IndexByte(key, '.')
+	if i < 2 {
+		return -1
+	}
+	n, err := strconv.Atoi(key[1:i])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// stateDiff compares a merged state read by client me with the model. Keys
+// another client writes may hold any value that client sent (its write may
+// race the read), or be absent; app keys an unacknowledged operation set may
+// hold any of its values. With inv, temp: keys of that invocation are
+// expected (those Redis may have lost may be absent).
+func (m *Model) stateDiff(k sessKey, got map[string]any, me int, owned bool, inv string) []string {
+	want := m.merged(k)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	var temp map[string]any
+	var sure map[string]bool
+	if inv != "" && inv == s.TInv {
+		temp, sure = s.Temp, s.TempSure
+	}
+	var diffs []string
+	for _, key := range sortedKeys(want, got) {
+		w, wok := want[key]
+		g, gok := got[key]
+		if scopeOf(key) == scopeTemp {
+			tw, tok := temp[key]
+			switch {
+			case gok && !tok:
+				diffs = append(diffs, fmt.Sprintf("state %q: %s, want no such temp key (invocation %q, temp of %q)", key, js(g), inv, s.TInv))
+			case gok && !reflect.DeepEqual(g, tw):
+				diffs = append(diffs, fmt.Sprintf("state %q: %s, want %s", key, js(g), js(tw)))
+			}
+			continue
+		}
+		if gok && wok && reflect.DeepEqual(g, w) {
+			continue
+		}
+		if loose := m.looseOK(k, key, g, gok, me, owned); loose {
+			continue
+		}
+		switch {
+		case !gok:
+			diffs = append(diffs, fmt.Sprintf("state %q: missing, want %s", key, js(w)))
+		case !wok:
+			diffs = append(diffs, fmt.Sprintf("state %q: %s, want no such key", key, js(g)))
+		default:
+			diffs = append(diffs, fmt.Sprintf("state %q: %s, want %s", key, js(g), js(w)))
+		}
+	}
+	for key := range sure {
+		if _, ok := got[key]; !ok {
+			diffs = append(diffs, fmt.Sprintf("state %q: missing, want temp %s", key, js(temp[key])))
+		}
+	}
+	return diffs
+}
+
+// looseOK tells whether a value that differs from the model is allowed: a key
+// of another client (racing writes), or a pending app key. Called with m.mu held.
+func (m *Model) looseOK(k sessKey, key string, g any, present bool, me int, owned bool) bool {
+	if scopeOf(key) == scopeApp {
+		for _, v := range m.AppPending[k.App][strings.TrimPrefix(key, appPrefix)] {
+			if _, gone := v.(absent); gone && !present || present && reflect.DeepEqual(v, g) {
+				return true
+			}
+		}
+	}
+	mine := ownerOf(key) == me || me < 0
+	if scopeOf(key) == scopeSession && owned {
+		mine = true
+	}
+	if mine {
+		return false
+	}
+	if !present {
+		return true
+	}
+	for _, v := range m.Written[writtenKey(k, key)] {
+		if reflect.DeepEqual(v, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// ---------------------------------------------------------------------------
+// Helpers.
+
+// jsonRound is v as it reads back from JSON.
+func jsonRound(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// js renders a value for a message.
+func js(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func sortedKeys[V any](ms ...map[string]V) []string {
+	set := map[string]bool{}
+	for _, m := range ms {
+		for k := range m {
+			set[k] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
