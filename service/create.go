@@ -27,9 +27,11 @@ type CreateResponse struct{ Session *Session }
 
 // Create creates a session. An existing id of the same (app, user) is
 // ErrAlreadyExists, atomically: of two concurrent creates of one id exactly
-// one wins. The handle returned holds the merged state, as Get returns it;
-// when Redis cannot be read after the session was stored (until ctx ends),
-// it holds only the state the create wrote.
+// one wins. The handle returned holds the merged state, as Get returns it.
+// When that state cannot be read after the session was stored (Redis
+// restarting, or the app or user state to load from a database that is
+// down) the read is tried again until ctx ends; then Create returns the
+// error: the session exists, and a Get reads it once the outage is over.
 func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
 	if req == nil {
 		return nil, nilArgument("create request")
@@ -47,7 +49,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 			state[k] = v
 		}
 	}
-	delta, normalized, err := s.splitDelta("State", state)
+	delta, _, err := s.splitDelta("State", state)
 	if err != nil {
 		return nil, err
 	}
@@ -67,20 +69,16 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
 	}
 	// The handle sees the state as a Get would: with the app and user state
-	// other sessions wrote. The session is stored: a read that fails (Redis
-	// restarting) is tried again until ctx ends, and only then does the
-	// handle hold no more than the state this create wrote.
+	// other sessions wrote. The session is stored: a read that fails is
+	// tried again until ctx ends. A handle without that state would answer
+	// wrong values as if they were the session's, so none is returned then.
 	var resp *GetResponse
 	err = untilDone(ctx, func() (err error) {
 		resp, err = s.Get(ctx, &GetRequest{AppName: req.AppName, UserID: req.UserID, SessionID: sid})
 		return err
 	})
 	if err != nil {
-		sess := &Session{id: sid, appName: req.AppName, userID: req.UserID, state: normalized, lastUpdate: now, inc: args.CreateTime}
-		if sess.state == nil {
-			sess.state = map[string]any{}
-		}
-		return &CreateResponse{Session: sess}, nil
+		return nil, fmt.Errorf("create session %s: stored, but its state could not be read: %w", sid, err)
 	}
 	return &CreateResponse{Session: resp.Session}, nil
 }

@@ -428,3 +428,40 @@ func TestRewindAfterIndexEvicted(t *testing.T) {
 	require.Equal(t, map[string]any{"k": float64(0)}, stateOf(got.Session))
 	require.Equal(t, 3, got.Session.Events().Len())
 }
+
+// TestCreateWhileDatabaseDown: a create while the database is down and Redis
+// lost the app's state (evicted once flushed) stores the session but gives
+// no handle: the state it would hold lacks the app: keys, which only the
+// database has. Found by the simulation (a create acknowledged with a handle
+// missing every app: key): the read after the create failed until ctx ended,
+// and the handle then held only the state the create wrote. Once the
+// database is back, a Get reads the whole state.
+func TestCreateWhileDatabaseDown(t *testing.T) {
+	t.Parallel()
+	pg := testenv.StartPostgres(t)
+	db := pg.FreshDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, service.Migrate(ctx, db))
+	s := newSmall(t, func(c *service.Config) { c.DatabaseURL = db })
+	_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "first",
+		State: map[string]any{"user:name": "ann", "app:version": 2}})
+	require.NoError(t, err)
+	s.flush()
+	keys, err := cache.NewKeys(s.ns, 0)
+	require.NoError(t, err)
+	app := keys.App("a")
+	require.Equal(t, int64(1), s.rdb.Exists(ctx, app.State).Val(), "the app's state is cached")
+	require.NoError(t, s.rdb.Del(ctx, app.State, app.Applied).Err()) // as an eviction would
+	pg.Stop(t, "fast")
+
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	resp, err := s.svc.Create(short, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "during", State: map[string]any{"k": 1}})
+	cancel()
+	require.Error(t, err, "a handle without the app's state: %v", resp)
+	require.Nil(t, resp)
+
+	pg.Start(t)
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "during"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"k": float64(1), "user:name": "ann", "app:version": float64(2)}, stateOf(got.Session))
+}
