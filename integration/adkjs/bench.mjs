@@ -1,9 +1,10 @@
 // Appends S sessions × E events at concurrency C through ADK JS's own
-// DatabaseSessionService, and prints appends/s and p50/p99 latency of the
-// appends (session creation not counted). The event is the one of
-// adksession's append benchmarks: a 200-byte model text reply whose state
-// delta sets a session key, a user: key and a temp: key, with a new
-// invocation every 5 events. Run by bench.sh; see docs/benchmarks.md.
+// DatabaseSessionService, and prints appends/s, p50/p99 latency of the
+// appends (session creation not counted) and node's CPU time for them. The
+// event is the one of adksession's append benchmarks: a 200-byte model text
+// reply whose state delta sets a session key, a user: key and a temp: key,
+// with a new invocation every 5 events. Run by bench.sh; see
+// docs/benchmarks.md.
 //
 //   node bench.mjs postgres://... [S] [E] [C]
 import { readFileSync } from 'node:fs';
@@ -57,6 +58,7 @@ const busy = new Array(sessions).fill(Promise.resolve());
 const next = new Array(sessions).fill(0);
 const lat = [];
 let cursor = 0;
+const cpu0 = process.cpuUsage();
 const start = performance.now();
 async function worker() {
   while (cursor < jobs.length) {
@@ -74,6 +76,7 @@ async function worker() {
 }
 await Promise.all(Array.from({ length: concurrency }, worker));
 const elapsed = (performance.now() - start) / 1000;
+const cpu = process.cpuUsage(cpu0);
 lat.sort((a, b) => a - b);
 
 // What the database holds: every event, the last session and user values,
@@ -91,4 +94,6 @@ for (const s of [0, sessions - 1]) {
 console.log(`ADK JS ${adkVersion} DatabaseSessionService: ${sessions} sessions × ${events} events, concurrency ${concurrency}`);
 console.log(`appends       ${lat.length} in ${elapsed.toFixed(3)}s = ${(lat.length / elapsed).toFixed(0)}/s   ` +
   `p50 ${percentile(lat, 50).toFixed(2)}ms   p99 ${percentile(lat, 99).toFixed(2)}ms`);
+console.log(`node cpu      ${((cpu.user + cpu.system) / lat.length).toFixed(0)}µs per append ` +
+  `(${((cpu.user + cpu.system) / 1e6 / elapsed * 100).toFixed(0)}% of one core during the appends)`);
 process.exit(0); // the ORM's pool keeps the process alive otherwise
