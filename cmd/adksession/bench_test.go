@@ -40,9 +40,11 @@ func TestLoadgenLibrary(t *testing.T) {
 		got, err := svc.Get(ctx, &service.GetRequest{AppName: ref.App, UserID: ref.User, SessionID: ref.ID})
 		require.NoError(t, err)
 		require.Equal(t, 5, got.Session.Events().Len())
-		n, err := got.Session.State().Get("counter")
-		require.NoError(t, err)
-		require.Equal(t, float64(4), n)
+		for _, key := range []string{"counter", "user:last"} { // the last event's delta
+			n, err := got.Session.State().Get(key)
+			require.NoError(t, err, key)
+			require.Equal(t, float64(4), n, key)
+		}
 	}
 }
 

@@ -68,11 +68,13 @@ func measureReferences(ctx context.Context, redisURL string, cfg loadgen.Config,
 		return refs, fmt.Errorf("minimal script: %w", err)
 	}
 	// append.lua's KEYS and ARGV as the service sends them: the state delta
-	// of loadgen's events (one session key), no user, temp or artifact changes.
+	// of loadgen's events (a session, a user: and a temp: key), no app or
+	// artifact changes.
 	script := scriptbench.Call{Src: lua.AppendCeiling(), Counted: k.Events, Args: store.AppendCommand(cache.AppendArgs{
 		App: app, User: user, SID: sid, Incarnation: inc, Ts: time.Now().UnixMicro(), InvocationID: "bench-inv",
 		EventID: "bench-event", EventPre: pre, EventPost: post,
-		Delta: cache.StateDelta{Session: []cache.Pair{{Key: "counter", Value: "1"}}}})}
+		Delta: cache.StateDelta{Session: []cache.Pair{{Key: "counter", Value: "1"}},
+			User: []cache.Pair{{Key: "last", Value: "1"}}, Temp: []cache.Pair{{Key: "temp:step", Value: "1"}}}})}
 	if refs.script, err = scriptbench.Run(ctx, bin, redisURL, cfg.Concurrency, n, script); err != nil {
 		return refs, fmt.Errorf("append.lua: %w", err)
 	}

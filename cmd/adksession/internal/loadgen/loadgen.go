@@ -90,14 +90,16 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Event is the j-th event of a run: P bytes of text and a one-key state delta.
+// Event is the j-th event of a session, the event of the append benchmarks:
+// P bytes of text and a state delta that sets a session key, a user: key and
+// a temp: key, with a new invocation every 5 events.
 func Event(j, payload int) *service.Event {
 	text := strings.Repeat("x", payload)
 	return &service.Event{
-		InvocationID: fmt.Sprintf("inv-%d", j/4),
+		InvocationID: fmt.Sprintf("inv-%d", j/5),
 		Author:       "bench",
 		Content:      []byte(`{"role":"model","parts":[{"text":"` + text + `"}]}`),
-		Actions:      service.EventActions{StateDelta: map[string]any{"counter": j}},
+		Actions:      service.EventActions{StateDelta: map[string]any{"counter": j, "user:last": j, "temp:step": j % 5}},
 	}
 }
 
