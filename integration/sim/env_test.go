@@ -303,9 +303,18 @@ func (e *env) keysWithTTL(ctx context.Context) ([]string, error) {
 // volatile-lru may do to it at any moment.
 var evictScript = redis.NewScript(`if redis.call('PTTL', KEYS[1]) > 0 then return redis.call('DEL', KEYS[1]) end return 0`)
 
+// evict runs evictScript on key. A cluster that has just failed over may
+// answer MOVED for longer than
+// go-redis follows redirects: the fault is tried again for up to 10 s.
 func (e *env) evict(ctx context.Context, key string) (bool, error) {
-	n, err := evictScript.Run(ctx, e.rdb, []string{key}).Int()
-	return n == 1, err
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := evictScript.Run(ctx, e.rdb, []string{key}).Int()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return n == 1, err
+		}
+		time.Sleep(100 * time.Millisecond) // the cluster's next slot map
+	}
 }
 
 // flushAll empties every master (FLUSHALL).
