@@ -304,8 +304,8 @@ func (e *env) keysWithTTL(ctx context.Context) ([]string, error) {
 var evictScript = redis.NewScript(`if redis.call('PTTL', KEYS[1]) > 0 then return redis.call('DEL', KEYS[1]) end return 0`)
 
 // evict runs evictScript on key. A cluster that has just failed over may
-// answer MOVED for longer than
-// go-redis follows redirects: the fault is tried again for up to 10 s.
+// answer MOVED for longer than go-redis follows redirects: the fault is
+// tried again for up to 10 s.
 func (e *env) evict(ctx context.Context, key string) (bool, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
