@@ -153,26 +153,33 @@ func (s *Store) RebuildUserIndex(ctx context.Context, app, user string, entries 
 
 // ListUser lists a user's sessions, newest update first, limit at a time,
 // starting after the position of token ("" = first page). It returns the
-// token of the next page, "" after the last.
-func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int) ([]ListItem, string, error) {
+// token of the next page, "" after the last, and whether the index was
+// complete at each of its reads: each read takes the completeness marker in
+// the same transaction, so an index evicted after the caller checked it (a
+// listing then empty or cut short) is told from a complete one.
+func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int) (items []ListItem, next string, complete bool, err error) {
 	k := s.keys.Session(app, user, "")
 	max, skipEqual := "+inf", ""
 	var cur listCursor
 	if token != "" {
-		var err error
 		if cur, err = decodeCursor(token, "u"); err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
 		max, skipEqual = strconv.FormatFloat(cur.Score, 'f', -1, 64), cur.Member
 	}
+	complete = true
 	var page []redis.Z
 	for offset := int64(0); len(page) < limit+1; {
-		zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+		tx := s.rdb.TxPipeline()
+		marker := tx.ZScore(ctx, k.UserIndex, IndexComplete)
+		rng := tx.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
 			Key: k.UserIndex, Start: max, Stop: "-inf", ByScore: true, Rev: true, Offset: offset, Count: int64(limit + 1),
-		}).Result()
-		if err != nil {
-			return nil, "", fmt.Errorf("list user sessions: %w", err)
+		})
+		if _, err := tx.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, "", false, fmt.Errorf("list user sessions: %w", err)
 		}
+		complete = complete && marker.Err() == nil
+		zs := rng.Val()
 		for _, z := range zs {
 			// Members of equal score come in descending order; skip those
 			// the previous page returned, and the completeness marker.
@@ -186,17 +193,16 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 		}
 		offset += int64(len(zs))
 	}
-	next := ""
 	if len(page) > limit {
 		page = page[:limit]
 		last := page[limit-1]
 		next = encodeCursor(listCursor{Kind: "u", Score: last.Score, Member: last.Member.(string)})
 	}
-	items := make([]ListItem, len(page))
+	items = make([]ListItem, len(page))
 	for i, z := range page {
 		items[i] = ListItem{User: user, SID: z.Member.(string)}
 	}
-	return items, next, nil
+	return items, next, complete, nil
 }
 
 // AppIndexRange returns the first n sessions of app's index after the

@@ -19,29 +19,47 @@ type Listed struct {
 // ListUser returns a page of a user's sessions, newest update first. With a
 // database it first puts back what Redis lost of the user (state, session
 // index); sessions Redis no longer holds are read from the database, one
-// query per page, and not put back (no events are loaded).
+// query per page, and not put back (no events are loaded). An index evicted
+// between that check and the read of the page is put back and read again.
 func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit int) ([]Listed, string, error) {
-	if l.opts.DB != nil {
-		cached, complete, err := l.cache.UserIndexState(ctx, app, user)
+	for attempt := 1; ; attempt++ {
+		if l.opts.DB != nil {
+			if err := l.restoreUser(ctx, app, user); err != nil {
+				return nil, "", err
+			}
+		}
+		items, next, complete, err := l.cache.ListUser(ctx, app, user, token, limit)
 		if err != nil {
 			return nil, "", err
 		}
-		switch {
-		case !cached:
-			err = l.hydrateUser(ctx, app, user)
-		case !complete:
-			err = l.completeUserIndex(ctx, app, user)
+		if !complete && l.opts.DB != nil {
+			if attempt < maxIndexReads {
+				continue
+			}
+			return nil, "", fmt.Errorf("list sessions of user %s: the session index was evicted %d times while read", user, attempt)
 		}
-		if err != nil {
-			return nil, "", err
-		}
+		out, err := l.fill(ctx, app, items, nil)
+		return out, next, err
 	}
-	items, next, err := l.cache.ListUser(ctx, app, user, token, limit)
-	if err != nil {
-		return nil, "", err
+}
+
+// maxIndexReads bounds the reads of a user's session index that Redis
+// evicts again each time it is put back.
+const maxIndexReads = 5
+
+// restoreUser puts back the user's state and session index if Redis lost
+// either.
+func (l *Loader) restoreUser(ctx context.Context, app, user string) error {
+	cached, complete, err := l.cache.UserIndexState(ctx, app, user)
+	switch {
+	case err != nil:
+		return err
+	case !cached:
+		return l.hydrateUser(ctx, app, user)
+	case !complete:
+		return l.completeUserIndex(ctx, app, user)
 	}
-	out, err := l.fill(ctx, app, items, nil)
-	return out, next, err
+	return nil
 }
 
 // ListApp returns a page of the sessions of every user of app, in (user,

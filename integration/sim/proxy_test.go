@@ -24,6 +24,7 @@ type dropProxy struct {
 	outage  time.Duration // 0: lose the reply; otherwise cut connections for this long after the reply
 	down    time.Time     // connections are cut until then
 	dropped int
+	before  func() // armBefore: run before the armed command goes to Redis
 }
 
 func startDropProxy(t *testing.T, target string) *dropProxy {
@@ -49,6 +50,15 @@ func (p *dropProxy) armFor(marker string, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.armed, p.outage = []byte(marker), d
+}
+
+// armBefore makes the next command whose request contains marker wait for
+// f before it goes to Redis (its reply is not dropped): a fault that lands
+// between two commands of one call.
+func (p *dropProxy) armBefore(marker string, f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed, p.outage, p.before = []byte(marker), 0, f
 }
 
 func (p *dropProxy) isDown() bool {
@@ -93,14 +103,20 @@ func (p *dropProxy) handle(client net.Conn) {
 			n, err := client.Read(buf)
 			if n > 0 {
 				p.mu.Lock()
+				var before func()
 				if p.armed != nil && bytes.Contains(buf[:n], p.armed) {
-					p.armed = nil
-					p.dropped++
-					drop.Lock()
-					dropNext, outage = p.outage == 0, p.outage
-					drop.Unlock()
+					p.armed, before, p.before = nil, p.before, nil
+					if before == nil {
+						p.dropped++
+						drop.Lock()
+						dropNext, outage = p.outage == 0, p.outage
+						drop.Unlock()
+					}
 				}
 				p.mu.Unlock()
+				if before != nil {
+					before()
+				}
 				if p.isDown() {
 					return
 				}

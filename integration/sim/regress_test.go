@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -464,4 +465,41 @@ func TestCreateWhileDatabaseDown(t *testing.T) {
 	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "during"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"k": float64(1), "user:name": "ann", "app:version": float64(2)}, stateOf(got.Session))
+}
+
+// TestListWhileIndexEvicted: a user's listing whose session index Redis
+// evicts after the listing checked it is complete, and before it reads the
+// page, still lists every session of the user. Found by the simulation (an
+// eviction fault ran during a listing, which came back empty): the listing
+// checked the index's completeness marker in one read and ranged over the
+// index in another, so it read an empty index as a user without sessions.
+// A proxy deletes the index just before the range read.
+func TestListWhileIndexEvicted(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testenv.RedisURL(t))
+	require.NoError(t, err)
+	p := startDropProxy(t, u.Host)
+	s := newSmall(t, func(c *service.Config) { c.RedisURL = p.URL() })
+	ctx := context.Background()
+	for _, sid := range []string{"flushed", "unflushed"} {
+		_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: sid})
+		require.NoError(t, err)
+		if sid == "flushed" {
+			s.flush()
+		}
+	}
+	keys, err := cache.NewKeys(s.ns, 4)
+	require.NoError(t, err)
+	idx := keys.Session("a", "u", "").UserIndex
+	require.Positive(t, s.rdb.Exists(ctx, idx).Val(), "the user's index is cached")
+	var evicted atomic.Int64
+	p.armBefore("byscore", func() { evicted.Add(s.rdb.Del(ctx, idx).Val()) })
+	resp, err := s.svc.List(ctx, &service.ListRequest{AppName: "a", UserID: "u"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, evicted.Load(), "the index was evicted between the check and the read")
+	var ids []string
+	for _, sess := range resp.Sessions {
+		ids = append(ids, sess.ID())
+	}
+	require.ElementsMatch(t, []string{"flushed", "unflushed"}, ids)
 }
