@@ -94,7 +94,9 @@ func (s *Store) UserIndexState(ctx context.Context, app, user string) (userCache
 // lists every session the database has) and whether sid is in it.
 func (s *Store) UserIndexHas(ctx context.Context, app, user, sid string) (complete, indexed bool, err error) {
 	k := s.keys.Session(app, user, sid)
-	pipe := s.rdb.Pipeline()
+	// One transaction, as ListUser's read: an eviction between the marker
+	// and the entry would read "complete, not indexed".
+	pipe := s.rdb.TxPipeline()
 	marker := pipe.ZScore(ctx, k.UserIndex, IndexComplete)
 	score := pipe.ZScore(ctx, k.UserIndex, sid)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
