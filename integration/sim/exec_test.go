@@ -267,7 +267,7 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		e.Req = sent.Timestamp.UnixMicro()
 	}
 	_, user, app, temp := split(sent.Actions.StateDelta)
-	d.m.appended(k, e, temp, user, app)
+	d.m.appended(k, e, temp, user, app, before)
 	c.log("appended %s at %d (seq %d)", id, ts, s.rev()+1)
 	if !ack {
 		return
@@ -427,7 +427,7 @@ func (c *client) adoptRewind(o *op, k sessKey, inv string, ev *service.Event, be
 	}
 	d.m.appended(k, &mEvent{ID: ev.ID, Inv: ev.InvocationID, Author: ev.Author, Ts: ev.Timestamp.UnixMicro(),
 		Content: ev.Content, Delta: jsonRound(nonNil(delta)).(map[string]any), Artifacts: files, RewindBefore: inv,
-		Client: c.id}, nil, nil, nil)
+		Client: c.id}, nil, nil, nil, before)
 	c.log("rewound before %q: %s at %d", inv, js(delta), ev.Timestamp.UnixMicro())
 }
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/adksession/adksession/service"
 )
@@ -58,6 +59,9 @@ type mSession struct {
 	TInv     string
 	Temp     map[string]any
 	TempSure map[string]bool
+	// LostAt: when the model last learnt that Redis may have lost the temp
+	// state (zero: never).
+	LostAt time.Time
 }
 
 func newSession(inc int64, initial map[string]any) *mSession {
@@ -180,7 +184,7 @@ func (s *mSession) rewindDeltas(inv string) (map[string]any, map[string]int64, b
 }
 
 // tempLost: Redis may have lost the temp state (an eviction, FLUSHALL).
-func (s *mSession) tempLost() { s.TempSure = map[string]bool{} }
+func (s *mSession) tempLost() { s.TempSure, s.LostAt = map[string]bool{}, time.Now() }
 
 // applyTemp records the temp: keys of an event of invocation inv (stored);
 // the first event of another invocation ends the previous one's temp state.
@@ -306,13 +310,21 @@ func (m *Model) created(k sessKey, inc int64, state map[string]any) {
 	m.applyScoped(k, user, app)
 }
 
-// appended records an acknowledged event (ts = stored timestamp).
-func (m *Model) appended(k sessKey, e *mEvent, temp map[string]any, userD, appD map[string]any) {
+// appended records an acknowledged event (ts = stored timestamp) sent at
+// since. A loss of the temp state after since does not spare the event's
+// own temp keys: the script may have written them before the loss and the
+// answer come after it (a call retried across a Redis restart is answered
+// as a duplicate, and a duplicate writes nothing again), so they are not
+// sure. Temp state is not promised across a cache loss (docs/simulation.md).
+func (m *Model) appended(k sessKey, e *mEvent, temp map[string]any, userD, appD map[string]any, since time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.Sessions[k]
 	s.Events = append(s.Events, e)
 	s.applyTemp(e.Inv, temp)
+	if s.LostAt.After(since) {
+		s.TempSure = map[string]bool{}
+	}
 	m.applyScoped(k, userD, appD)
 }
 
