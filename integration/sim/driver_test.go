@@ -711,8 +711,11 @@ func (d *driver) pgStart() {
 // evict deletes keys that carry a TTL, as volatile-lru may, and tells the
 // model which sessions may have lost their temp state.
 func (d *driver) evict(ctx context.Context, o *op) error {
-	keys, err := d.e.keysWithTTL(ctx)
-	if err != nil {
+	var keys []string
+	if err := faultRetry(ctx, func() (err error) {
+		keys, err = d.e.keysWithTTL(ctx)
+		return err
+	}); err != nil {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Pick), uint64(o.Step)))

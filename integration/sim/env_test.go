@@ -303,15 +303,25 @@ func (e *env) keysWithTTL(ctx context.Context) ([]string, error) {
 // volatile-lru may do to it at any moment.
 var evictScript = redis.NewScript(`if redis.call('PTTL', KEYS[1]) > 0 then return redis.call('DEL', KEYS[1]) end return 0`)
 
-// evict runs evictScript on key. A cluster that has just failed over may
-// answer MOVED for longer than go-redis follows redirects: the fault is
-// tried again for up to 10 s.
-func (e *env) evict(ctx context.Context, key string) (bool, error) {
+// evict runs evictScript on key.
+func (e *env) evict(ctx context.Context, key string) (ok bool, err error) {
+	err = faultRetry(ctx, func() error {
+		n, err := evictScript.Run(ctx, e.rdb, []string{key}).Int()
+		ok = n == 1
+		return err
+	})
+	return ok, err
+}
+
+// faultRetry runs a step of a fault until it succeeds, for up to 10 s: a
+// cluster that has just failed over may answer MOVED (a node that was a
+// master a moment ago) for longer than go-redis follows redirects.
+func faultRetry(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, err := evictScript.Run(ctx, e.rdb, []string{key}).Int()
+		err := f()
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return n == 1, err
+			return err
 		}
 		time.Sleep(100 * time.Millisecond) // the cluster's next slot map
 	}
