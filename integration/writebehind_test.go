@@ -431,7 +431,7 @@ func snakeKeys(v any) any {
 	case map[string]any:
 		out := map[string]any{}
 		for k, val := range x {
-			sk := toSnake(k)
+			sk := testenv.ToSnake(k)
 			if k == "args" || k == "response" {
 				out[sk] = val
 				continue
@@ -447,20 +447,6 @@ func snakeKeys(v any) any {
 		return out
 	}
 	return v
-}
-
-func toSnake(s string) string {
-	var b strings.Builder
-	for i, c := range s {
-		if c >= 'A' && c <= 'Z' {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			c += 'a' - 'A'
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // ---------------------------------------------------------------------------

@@ -237,11 +237,7 @@ redis.call('ZADD', uindex, tss, ARGV[12])
 if durable then
   -- Keys that hold unflushed writes carry no TTL.
   if expiring then
-    redis.call('PERSIST', sess)
-    redis.call('PERSIST', events)
-    redis.call('PERSIST', ids)
-    redis.call('PERSIST', undo)
-    redis.call('HDEL', sess, 'm:ttl')
+    unexpire(sess, events, ids, undo)
   end
   if uh[2] == '1' then
     redis.call('PERSIST', user)

@@ -8,6 +8,16 @@
 -- CHUNK is the most arguments one chunked command call takes (even, so pairs stay together).
 local CHUNK = 1000
 
+-- unexpire makes a session's keys (hash, events, event ids, undo records) persistent again and clears the
+-- session's m:ttl flag: an unflushed write is about to land in keys the flusher gave a TTL.
+local function unexpire(sess, events, ids, undo)
+  redis.call('PERSIST', sess)
+  redis.call('PERSIST', events)
+  redis.call('PERSIST', ids)
+  redis.call('PERSIST', undo)
+  redis.call('HDEL', sess, 'm:ttl')
+end
+
 -- fail raises an error reply naming the script's bad input; nothing has been written when it is called.
 local function fail(msg)
   error({err = 'ERR adksession: ' .. msg})

@@ -270,11 +270,7 @@ redis.call('ZADD', uindex, int(ts), ARGV[10])
 
 if durable then
   if expiring then
-    redis.call('PERSIST', sess)
-    redis.call('PERSIST', events)
-    redis.call('PERSIST', ids)
-    redis.call('PERSIST', undo)
-    redis.call('HDEL', sess, 'm:ttl')
+    unexpire(sess, events, ids, undo)
   end
   redis.call('PERSIST', uindex)
   redis.call('XADD', log, '*', 'k', 'a', 'a', ARGV[8], 'u', ARGV[9], 'i', ARGV[10], 'n', meta[6], 'q', int(seq),

@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+
+	"github.com/adksession/adksession/integration/testenv"
 )
 
 type dbSession struct {
@@ -217,20 +219,6 @@ func diffEventRow(e *mEvent, g dbEvent) []string {
 // (function args and responses) kept as they are.
 func snakeKeys(v any) any {
 	return walkJSON(v, func(k string, val any) (string, any, bool) {
-		return toSnake(k), val, k != "args" && k != "response"
+		return testenv.ToSnake(k), val, k != "args" && k != "response"
 	})
-}
-
-func toSnake(s string) string {
-	var b strings.Builder
-	for i, c := range s {
-		if c >= 'A' && c <= 'Z' {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			c += 'a' - 'A'
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
