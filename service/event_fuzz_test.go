@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -16,7 +17,8 @@ import (
 // storage form makes by design (docs/persistence.md: nulls in ADK's models
 // dropped, bytes in either base64 alphabet, auth schemes answered with
 // "type_" too and with the defaults of the model pydantic picks); a second
-// round trip changes nothing; nothing panics.
+// round trip keeps every value too, and changes nothing but auth schemes
+// whose keys name a field twice; nothing panics.
 func FuzzEventCodec(f *testing.F) {
 	for _, seed := range []string{
 		`{"id":"e1","invocationId":"i1","author":"a","timestamp":1.5,"content":{"role":"model","parts":[{"text":"hé"}]}}`,
@@ -70,10 +72,32 @@ func FuzzEventCodec(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(back, back2) {
+		if path, same := sameEvent("event", decodeNumbers(t, api), decodeNumbers(t, back2)); !same {
+			t.Fatalf("event %s\nstored as %s\ncame back twice as %s: differs at %s", data, api, back2, path)
+		}
+		// Auth schemes aside, a second round trip changes nothing. An auth
+		// scheme whose keys name a model's field twice (by alias and by
+		// name, with other values: "type" and "type_") is read back by ADK
+		// as another model each time (docs/persistence.md); its values are
+		// all there (above).
+		x, y := withoutAuthSchemes(decodeNumbers(t, back)), withoutAuthSchemes(decodeNumbers(t, back2))
+		if !reflect.DeepEqual(x, y) {
 			t.Fatalf("a second round trip changed %s into %s", back, back2)
 		}
 	})
+}
+
+// withoutAuthSchemes is a decoded event without the auth schemes of its
+// requested auth configs.
+func withoutAuthSchemes(ev any) any {
+	actions, _ := ev.(map[string]any)["actions"].(map[string]any)
+	configs, _ := actions["requestedAuthConfigs"].(map[string]any)
+	for _, c := range configs {
+		if c, ok := c.(map[string]any); ok {
+			delete(c, "authScheme")
+		}
+	}
+	return ev
 }
 
 func decodeNumbers(t *testing.T, b []byte) any {
@@ -99,6 +123,14 @@ func sameEvent(path string, want, got any) (string, bool) {
 			gv, ok := g[k]
 			if !ok && wv == nil {
 				continue // a null field of a model is dropped (exclude_none)
+			}
+			if byName, found := g[k+"_"]; found && strings.HasSuffix(path, ".authScheme") {
+				// ADK answers an aliased field of an auth scheme by name
+				// ("type_", "in_") and, when reading the stored scheme
+				// back as another model, "type" with that model's default.
+				if _, same := sameEvent(path+"."+k+"_", wv, byName); same {
+					continue
+				}
 			}
 			if !ok {
 				return path + "." + k + " (missing)", false
@@ -138,7 +170,7 @@ func sameEvent(path string, want, got any) (string, bool) {
 
 // schemeDefault reports whether key k with value v, found in the object at
 // path only after the round trip, is what model_dump adds to an auth scheme
-// (docs/persistence.md): "type_" beside "type"; the defaults of the model
+// (docs/persistence.md): "type_" beside "type", "in_" for "in"; the defaults of the model
 // pydantic picks (HTTPBearer's "type" and scheme "bearer" for a scheme that
 // names neither); an OAuth flow's scopes ({} when not given).
 func schemeDefault(path, k string, v any) bool {
@@ -146,7 +178,7 @@ func schemeDefault(path, k string, v any) bool {
 	switch {
 	case parent == "authScheme":
 		switch k {
-		case "type_", "type":
+		case "type_", "type", "in_":
 			return true
 		case "scheme":
 			return v == "bearer"
