@@ -21,6 +21,7 @@ type Change struct {
 	Incarnation    int64
 	Seq, Ts        int64  // appends: the event's sequence number and timestamp µs
 	AppDelta       []Pair // the app: part of the delta (keys without "app:"), nil when none
+	AppOrder       int64  // its order number (Store.AppOrder); 0 when logged without one
 	EventID        string // appends with an app delta: the event id
 	Fields         map[string]any
 }
@@ -48,6 +49,13 @@ func parseChange(m redis.XMessage) (Change, error) {
 		}
 		for k, v := range delta {
 			c.AppDelta = append(c.AppDelta, Pair{Key: k, Value: string(v)})
+		}
+		if o := str("o"); o != "" {
+			n, err := strconv.ParseInt(o, 10, 64)
+			if err != nil || n <= 0 {
+				return c, fmt.Errorf("change %s: field o (app order) %q is not a positive integer", m.ID, o)
+			}
+			c.AppOrder = n
 		}
 	}
 	nums := []struct {

@@ -55,7 +55,7 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:as:<app>", "zset", "none; with a database it holds only sessions whose create is not flushed yet (flushed.lua removes the others), without one every session",
 		"create.lua, delete.lua, flushed.lua", "List of a whole app (merged with the database's sessions), user index rebuilds: member = \"<user> NUL <sid>\" (raw ids), score 0, so lexicographic order is (user, sid) byte order"},
 	{"<ns>adk:{<shard>}:log", "stream", "none; entries deleted once flushed",
-		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), e (event id)"},
+		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), o (its order number, app_order.lua), e (event id)"},
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
 		"flusher (lease_acquire.lua, lease_release.lua)", "flusher: id of the flusher draining this shard"},
 	{"<ns>adk:{<shard>}:dead", "list", "none; operators inspect and remove entries",
@@ -64,6 +64,9 @@ var Layout = []KeySpec{
 		"app_apply.lua; flusher (m:dl); prune_app.lua deletes it", "Get, List: m:rev, s:<key> without \"app:\"; flusher: m:dl = revision dead-lettered"},
 	{"<ns>adk:{a:<app>}:ap", "zset", "none; members older than 7 days trimmed",
 		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
+	{"<ns>adk:{a:<app>}:ao", "hash", "none",
+		"app_order.lua (m:n, m:floor), app_apply.lua (k:<key>); prune_app.lua deletes it",
+		"app_apply.lua: m:n = last order number taken (the first one is Redis's clock in µs), m:floor = where the numbers of this hash start (a number at or below it was taken from a hash Redis lost), k:<key> = number of the change that last wrote the key (without \"app:\")"},
 	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
 	{"<ns>adk:wake", "pub/sub channel (not a key)", "",
 		"create.lua, append.lua, delete.lua, rewind.lua (only with a database): PUBLISH when a shard's change log gets its first entry",
@@ -167,12 +170,13 @@ func (k SessionKeys) Owned() []string { return []string{k.Events, k.Temp, k.Undo
 type AppKeys struct {
 	State   string // hash: app state
 	Applied string // zset: app-delta event ids already applied
+	Order   string // hash: order numbers of app changes, per key
 }
 
 // App returns the keys of app's state.
 func (k Keys) App(app string) AppKeys {
 	t := k.prefix + "{a:" + Escape(app) + "}:"
-	return AppKeys{State: t + "a", Applied: t + "ap"}
+	return AppKeys{State: t + "a", Applied: t + "ap", Order: t + "ao"}
 }
 
 // ShardKeys are the per-shard keys the flusher works on.

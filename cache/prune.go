@@ -119,7 +119,8 @@ func (s *Store) AppIndexed(ctx context.Context, app string) (bool, error) {
 // DropApp drops the cached state of an app whose state row (at revision
 // rev) a prune deleted (prune_app.lua), unless it holds another revision.
 func (s *Store) DropApp(ctx context.Context, app string, rev int64) (bool, error) {
-	n, err := s.run(ctx, pruneAppScript, []string{s.keys.App(app).State}, rev).Int64()
+	k := s.keys.App(app)
+	n, err := s.run(ctx, pruneAppScript, []string{k.State, k.Order}, rev).Int64()
 	if err != nil {
 		return false, fmt.Errorf("drop app state of %s: %w", app, err)
 	}

@@ -22,6 +22,7 @@ var (
 	deleteScript        = newScript(lua.Delete)
 	endInvocationScript = newScript(lua.EndInvocation)
 	appApplyScript      = newScript(lua.AppApply)
+	appOrderScript      = newScript(lua.AppOrder)
 	rewindScript        = newScript(lua.Rewind)
 	flushedScript       = newScript(lua.Flushed)
 	hydrateScript       = newScript(lua.Hydrate)
@@ -32,7 +33,7 @@ var (
 	ackScript           = newScript(lua.Ack)
 	stateDeadScript     = newScript(lua.StateDead)
 
-	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript,
+	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, appOrderScript,
 		rewindScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
 		ackScript, stateDeadScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
 )
@@ -90,6 +91,7 @@ const (
 	codeStale      = -3
 	codeNoUser     = -4
 	codeIncomplete = -5
+	codeOrderLost  = -6
 	codeDuplicate  = -8
 	codeCheckID    = -9
 	codeExists     = -10
@@ -104,6 +106,9 @@ var (
 	ErrUserNotCached = errors.New("adksession: user state not cached")
 	ErrIncomplete    = errors.New("adksession: cached session incomplete")
 	ErrAppNotCached  = errors.New("adksession: app state not cached")
+	// ErrAppOrderLost: Redis lost an app's order numbers since a change
+	// took its number (see Store.ApplyApp).
+	ErrAppOrderLost = errors.New("adksession: app order number taken before Redis lost the app's order")
 	// ErrDuplicateEvent: the session holds an event with this id (see
 	// DuplicateEventError).
 	ErrDuplicateEvent = errors.New("adksession: event id already in session")

@@ -71,6 +71,17 @@ type StateDelta struct {
 	Session, User, Temp, App []Pair
 	// AppJSON is App as one JSON object (logged for the flusher), "" when empty.
 	AppJSON string
+	// AppOrder is the order number of App (Store.AppOrder), logged with
+	// it; 0 when App is empty.
+	AppOrder int64
+}
+
+// orderArg is the scripts' argument for d.AppOrder: "" without an app delta.
+func orderArg(d StateDelta) string {
+	if d.AppJSON == "" {
+		return ""
+	}
+	return strconv.FormatInt(d.AppOrder, 10)
 }
 
 func appendPairs(args []any, pairs []Pair) []any {
@@ -111,10 +122,10 @@ type CreateArgs struct {
 // Create creates a session. It returns ErrExists when the id is taken and
 // ErrUserNotCached when the user's state must be loaded first. The app part
 // of the initial state is the caller's second step (ApplyApp with
-// CreateChangeID).
+// CreateChangeID), after AppOrder as its first.
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token}
+	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token, orderArg(a.Delta)}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
@@ -137,24 +148,64 @@ func AppendChangeID(incarnation int64, user, sid, eventID string) string {
 	return "e/" + strconv.FormatInt(incarnation, 10) + "/" + AppIndexMember(user, sid) + "/" + eventID
 }
 
-// ApplyApp applies an app-state delta once per id (CreateChangeID or
-// AppendChangeID); applying it again is a no-op. ErrAppNotCached (the
-// script's -4) when Redis lost the app hash with a database behind it: load
-// the app state, then retry. It is the second step of a create or an event
-// with an app: delta: app state lives in its own hash slot. An empty delta
-// is a no-op.
-func (s *Store) ApplyApp(ctx context.Context, app, id string, pairs []Pair) error {
-	if len(pairs) == 0 {
+// AppOrder takes the order number of an app-state change (app_order.lua):
+// the first step of a create or an event with app: keys, before the
+// session's script logs the change with it (StateDelta.AppOrder).
+// ErrAppNotCached (the script's -4) when Redis lost the app hash with a
+// database behind it: load the app state, then take the number again.
+func (s *Store) AppOrder(ctx context.Context, app string) (int64, error) {
+	k := s.keys.App(app)
+	n, err := s.write(ctx, appOrderScript, []string{k.State, k.Order}, boolArg(s.durable)).Int64()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("app order script: %w", err)
+	case n == codeNoUser:
+		return 0, ErrAppNotCached
+	}
+	return n, nil
+}
+
+// AppChange is the app: part of a create or an event: the second step of
+// the write, or the flusher's repair of it.
+type AppChange struct {
+	ID    string // CreateChangeID or AppendChangeID
+	Order int64  // AppOrder's number; 0 for a change logged without one (applied as it comes)
+	Pairs []Pair
+	// Repair: the flusher does the step of a writer that failed before
+	// doing it.
+	Repair bool
+}
+
+// ApplyApp applies an app-state change once per id; applying it again is a
+// no-op. Keys a change with a higher order number wrote keep their value.
+// ErrAppNotCached (the script's -4) when Redis lost the app hash with a
+// database behind it: load the app state, then retry. ErrAppOrderLost when
+// Redis lost the order hash since the number was taken: nothing is written
+// for a writer (take a new number and apply again); a repair's change is
+// recorded as applied and skipped. It is the second step of a create or an
+// event with an app: delta: app state lives in its own hash slot. An empty
+// delta is a no-op.
+func (s *Store) ApplyApp(ctx context.Context, app string, c AppChange) error {
+	if len(c.Pairs) == 0 {
 		return nil
 	}
 	k := s.keys.App(app)
-	args := appendPairs([]any{id, time.Now().UnixMilli(), s.appliedRetention.Milliseconds(), boolArg(s.durable)}, pairs)
-	n, err := s.write(ctx, appApplyScript, []string{k.State, k.Applied}, args...).Int64()
-	if err != nil {
-		return fmt.Errorf("app state script: %w", err)
+	order, mode := "", ""
+	if c.Order > 0 {
+		order = strconv.FormatInt(c.Order, 10)
 	}
-	if n == codeNoUser {
+	if c.Repair {
+		mode = "r"
+	}
+	args := appendPairs([]any{c.ID, time.Now().UnixMilli(), s.appliedRetention.Milliseconds(), boolArg(s.durable), order, mode}, c.Pairs)
+	n, err := s.write(ctx, appApplyScript, []string{k.State, k.Applied, k.Order}, args...).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("app state script: %w", err)
+	case n == codeNoUser:
 		return ErrAppNotCached
+	case n == codeOrderLost:
+		return ErrAppOrderLost
 	}
 	return nil
 }
@@ -217,7 +268,7 @@ func (e *DuplicateEventError) Unwrap() error { return ErrDuplicateEvent }
 func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	k := s.keys.Session(a.App, a.User, a.SID)
 	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
-	v := newArgv(19+2*pairs, 13+2*pairs, 4)
+	v := newArgv(20+2*pairs, 14+2*pairs, 4)
 	if a.NoHandle {
 		rev := ""
 		if a.IfUpdateTime > 0 {
@@ -242,7 +293,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 		v.str(x)
 	}
 	v.int(s.tempTTL.Milliseconds())
-	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, a.EventID, boolArg(a.CheckID)} {
+	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, orderArg(a.Delta), a.EventID, boolArg(a.CheckID)} {
 		v.str(x)
 	}
 	for _, pairs := range [][]Pair{a.Delta.Session, a.Delta.User, a.Delta.Temp, a.Artifacts} {

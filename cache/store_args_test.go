@@ -16,11 +16,11 @@ func TestAppendCommandLayout(t *testing.T) {
 	s := NewStore(nil, Options{Keys: keys, Durable: true})
 	a := AppendArgs{App: "app", User: "u", SID: "s", HandleRev: 41, Incarnation: 1735787045123456, Ts: 1735787045223456,
 		InvocationID: "inv", EventID: "ev", CheckID: true, EventPre: `{"t":`, EventPost: `}`,
-		Delta:     StateDelta{Session: []Pair{{"k", "1"}}, User: []Pair{{"n", `"x"`}}, Temp: []Pair{{"temp:t", "true"}}, App: []Pair{{"a", "2"}}, AppJSON: `{"a":2}`},
+		Delta:     StateDelta{Session: []Pair{{"k", "1"}}, User: []Pair{{"n", `"x"`}}, Temp: []Pair{{"temp:t", "true"}}, App: []Pair{{"a", "2"}}, AppJSON: `{"a":2}`, AppOrder: 7},
 		Artifacts: []Pair{{"f.txt", "3"}}}
 	k := keys.Session("app", "u", "s")
 	head := []string{"8", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
-	tail := []string{"1735787045223456", "inv", `{"t":`, `}`, "3600000", keys.Wake(), "app", "u", "s", `{"a":2}`, "ev", "1",
+	tail := []string{"1735787045223456", "inv", `{"t":`, `}`, "3600000", keys.Wake(), "app", "u", "s", `{"a":2}`, "7", "ev", "1",
 		"1", "k", "1", "1", "n", `"x"`, "1", "temp:t", "true", "1", "f.txt", "3"}
 	for _, c := range []struct {
 		tweak func(*AppendArgs)

@@ -41,6 +41,73 @@ func runTrustScripts(t *testing.T, url string) {
 	t.Run("EventIDAcrossSessions", func(t *testing.T) { t.Parallel(); testEventIDAcrossSessions(t, url) })
 	t.Run("HandleOfDeletedIncarnation", func(t *testing.T) { t.Parallel(); testHandleOfDeletedIncarnation(t, url) })
 	t.Run("StoredTimestampInJSON", func(t *testing.T) { t.Parallel(); testStoredTimestampInJSON(t, url) })
+	t.Run("AppChangeOrder", func(t *testing.T) { t.Parallel(); testAppChangeOrder(t, url) })
+}
+
+// testAppChangeOrder: app_apply.lua applies a change to the keys no change
+// with a higher order number (app_order.lua) wrote, whatever order the
+// calls come in; once Redis lost the order hash, a change numbered before
+// is refused with nothing written (the writer takes a new number) or, for
+// the flusher's repair, recorded as applied and skipped; with a database,
+// no number is given while the app state is not cached (docs/design.md,
+// "App state").
+func testAppChangeOrder(t *testing.T, url string) {
+	e := newWB(t, url, "", nil)
+	ctx := wbCtx(t)
+	a := e.keys.App("app")
+	order := func(durable string) int64 {
+		n, err := e.rdb.Eval(ctx, lua.AppOrder, []string{a.State, a.Order}, durable).Int64()
+		require.NoError(t, err)
+		return n
+	}
+	apply := func(id string, n int64, mode string, pairs ...string) int64 {
+		num := ""
+		if n > 0 {
+			num = strconv.FormatInt(n, 10)
+		}
+		args := []any{id, "1000", "60000", "0", num, mode, len(pairs) / 2}
+		for _, p := range pairs {
+			args = append(args, p)
+		}
+		r, err := e.rdb.Eval(ctx, lua.AppApply, []string{a.State, a.Applied, a.Order}, args...).Int64()
+		require.NoError(t, err)
+		return r
+	}
+	oldest, older, newer := order("0"), order("0"), order("0")
+	require.Less(t, oldest, older)
+	require.Less(t, older, newer)
+	require.EqualValues(t, 1, apply("newer", newer, "", "k", `"newer"`))
+	require.EqualValues(t, 1, apply("older", older, "", "k", `"older"`, "x", "1"), "applied to the keys it alone wrote")
+	require.Equal(t, map[string]string{"m:rev": "2", "s:k": `"newer"`, "s:x": "1"}, e.hash(a.State))
+	require.Equal(t, strconv.FormatInt(newer, 10), e.hash(a.Order)["k:k"])
+	require.Equal(t, strconv.FormatInt(older, 10), e.hash(a.Order)["k:x"])
+	require.EqualValues(t, 0, apply("older", older, "", "k", `"older"`, "x", "2"), "once per id")
+	require.EqualValues(t, 1, apply("oldest", oldest, "", "k", `"oldest"`), "a change that writes nothing")
+	require.Equal(t, "2", e.hash(a.State)["m:rev"], "no new revision for it")
+
+	// Redis lost the order hash.
+	require.NoError(t, e.rdb.Del(ctx, a.Order).Err())
+	later := order("0")
+	require.Greater(t, later, newer)
+	require.Equal(t, e.hash(a.Order)["m:floor"], strconv.FormatInt(later-1, 10))
+	before := e.dump()
+	require.EqualValues(t, -6, apply("lost", newer, "", "k", `"lost"`), "the writer takes a new number")
+	require.Equal(t, before, e.dump(), "nothing written")
+	require.EqualValues(t, -6, apply("lost", newer, "r", "k", `"lost"`), "the repair skips it")
+	require.Equal(t, `"newer"`, e.hash(a.State)["s:k"])
+	require.EqualValues(t, 0, apply("lost", later, "", "k", `"lost"`), "and records it as applied")
+	require.EqualValues(t, 1, apply("later", later, "", "k", `"later"`))
+	require.Equal(t, `"later"`, e.hash(a.State)["s:k"])
+	require.EqualValues(t, 1, apply("legacy", 0, "", "k", `"legacy"`), "a change logged without a number applies as it comes")
+	require.Equal(t, `"legacy"`, e.hash(a.State)["s:k"])
+
+	// With a database, an app state Redis does not hold is loaded first.
+	b := e.keys.App("other")
+	before = e.dump()
+	n, err := e.rdb.Eval(ctx, lua.AppOrder, []string{b.State, b.Order}, "1").Int64()
+	require.NoError(t, err)
+	require.EqualValues(t, -4, n)
+	require.Equal(t, before, e.dump(), "nothing written")
 }
 
 // flushOnce drains the change log with a flusher of its own, stopped before
@@ -177,7 +244,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 	appendKeys := sessKeys(k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs)
 	inc := e.hash(k.Session)["m:inc"]
 	goodAppend := func() []any {
-		return []any{"1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "3600000", "0", "app", "u", "s", "", "x", "0",
+		return []any{"1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "3600000", "0", "app", "u", "s", "", "", "x", "0",
 			"1", "k", "1", "0", "0", "0"}
 	}
 	with := func(args []any, i int, v any) []any { args[i] = v; return args }
@@ -190,19 +257,24 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"append: handle revision not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "1.5")},
 		{"append: update time not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "=soon")},
 		{"append: incarnation not an integer", lua.Append, appendKeys, with(goodAppend(), 1, "x")},
-		{"append: temp TTL not an integer", lua.Append, appendKeys, append(with(goodAppend(), 7, "1h")[:19], "1", "temp:t", "2", "0")},
+		{"append: temp TTL not an integer", lua.Append, appendKeys, append(with(goodAppend(), 7, "1h")[:20], "1", "temp:t", "2", "0")},
 		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 3, "253402214400000000")},
 		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 3, "1.5")},
 		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 3, "2.534022144e+17")},
-		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 15, "9000")},
+		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 16, "9000")},
+		{"append: app order not an integer", lua.Append, appendKeys, with(with(goodAppend(), 12, `{"a":1}`), 13, "x")},
+		{"append: app order missing", lua.Append, appendKeys, with(goodAppend(), 12, `{"a":1}`)},
 		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), "extra")},
-		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:20], "1", "f.txt", "v2")},
+		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:21], "1", "f.txt", "v2")},
 		{"create: create time beyond 2^53", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1e300", "0", "app", "u", "new", "u:new", "", "token", "0", "0"}},
+			[]any{"1e300", "0", "app", "u", "new", "u:new", "", "token", "", "0", "0"}},
+		{"create: app order not an integer", lua.Create,
+			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
+			[]any{"1000", "0", "app", "u", "new", "u:new", `{"a":1}`, "token", "0", "0", "0"}},
 		{"create: pairs beyond the arguments", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "5", "k", "1", "0"}},
+			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "", "5", "k", "1", "0"}},
 		{"hydrate: seqs not ending at the revision", lua.Hydrate,
 			sessKeys(e.keys.Session("app", "u", "h").Session, e.keys.Session("app", "u", "h").Events, e.keys.Session("app", "u", "h").EventIDs),
 			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}"}},
@@ -210,8 +282,13 @@ func testBadScriptArguments(t *testing.T, url string) {
 			[]any{"x", "", "0"}},
 		{"hydrate_index: update time not an integer", lua.HydrateIndex, sessKeys(e.keys.Session("app", "v", "").UserIndex, e.keys.Session("app", "v", "x").Session),
 			[]any{"60000", "x", "soon"}},
-		{"app_apply: pairs beyond the arguments", lua.AppApply, sessKeys(a.State, a.Applied),
-			[]any{"id", "1000", "1000", "0", "3"}},
+		{"app_apply: pairs beyond the arguments", lua.AppApply, sessKeys(a.State, a.Applied, a.Order),
+			[]any{"id", "1000", "1000", "0", "", "", "3"}},
+		{"app_apply: order not an integer", lua.AppApply, sessKeys(a.State, a.Applied, a.Order),
+			[]any{"id", "1000", "1000", "0", "1.5", "", "1", "k", "1"}},
+		{"app_apply: unknown mode", lua.AppApply, sessKeys(a.State, a.Applied, a.Order),
+			[]any{"id", "1000", "1000", "0", "5", "x", "1", "k", "1"}},
+		{"app_order: database flag neither 1 nor 0", lua.AppOrder, sessKeys(a.State, a.Order), []any{"yes"}},
 		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "0", "app", "u", "s", "r", "1", "4", "k", "1"}},
 		{"flushed: TTL not an integer", lua.Flushed,
@@ -261,9 +338,17 @@ func testEventIDRetry(t *testing.T, url string) {
 		Content:   json.RawMessage(`{"parts":[{"text":"hi"}]}`),
 		Timestamp: first.Timestamp.Add(time.Second),
 		Actions:   service.EventActions{StateDelta: map[string]any{"n": 1, "user:u": 1, "app:a": 1, "temp:t": 1}}}
+	// A retry takes an order number for its app: keys before it learns that
+	// it is one (app_order.lua): the order hash's counter is all it changes.
+	order := e.keys.App("app").Order
+	orderOfA := e.hash(order)["k:a"]
 	before := e.dump()
+	delete(before, order)
 	require.NoError(t, e.svc.AppendEvent(ctx, lost, retry))
-	require.Equal(t, before, e.dump(), "a retry writes nothing")
+	after := e.dump()
+	delete(after, order)
+	require.Equal(t, before, after, "a retry writes nothing")
+	require.Equal(t, orderOfA, e.hash(order)["k:a"], "the app key keeps the first attempt's order number")
 	require.Equal(t, first.Timestamp, retry.Timestamp, "the stored timestamp")
 	require.Equal(t, appRev, e.hash(e.keys.App("app").State)["m:rev"], "app delta applied once")
 	// The handle that missed the reply now holds the event, as if the first attempt had answered.

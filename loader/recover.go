@@ -40,11 +40,24 @@ func (l *Loader) Run(ctx context.Context, app, user, sid string, op func() error
 	return err
 }
 
-// ApplyApp applies an app-state delta to Redis once per change id (the
-// second step of a write, and the flusher's repair of it), putting the app's
-// state back from the database first when Redis lost it.
-func (l *Loader) ApplyApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
-	return l.Run(ctx, app, "", "", func() error { return l.cache.ApplyApp(ctx, app, id, pairs) })
+// AppOrder takes the order number of an app-state change (the first step
+// of a write with app: keys), putting the app's state back from the
+// database first when Redis lost it: when the database cannot answer, the
+// write fails before anything is written.
+func (l *Loader) AppOrder(ctx context.Context, app string) (int64, error) {
+	var n int64
+	err := l.Run(ctx, app, "", "", func() (err error) {
+		n, err = l.cache.AppOrder(ctx, app)
+		return err
+	})
+	return n, err
+}
+
+// ApplyApp applies an app-state change to Redis once per change id, in
+// order (the second step of a write, and the flusher's repair of it),
+// putting the app's state back from the database first when Redis lost it.
+func (l *Loader) ApplyApp(ctx context.Context, app string, c cache.AppChange) error {
+	return l.Run(ctx, app, "", "", func() error { return l.cache.ApplyApp(ctx, app, c) })
 }
 
 // isNotCached tells whether a script failed for want of data Redis lost.

@@ -25,11 +25,12 @@
 --            on the channel when the log was empty; drop TTLs; missing user state means evicted)
 -- ARGV[10], ARGV[11], ARGV[12] -> app name, user id, session id (raw, for the change log and the user index)
 -- ARGV[13] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
--- ARGV[14] -> event id
--- ARGV[15] -> "1" when the caller chose the event id and has not checked the database for it: an id that is
+-- ARGV[14] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
+-- ARGV[15] -> event id
+-- ARGV[16] -> "1" when the caller chose the event id and has not checked the database for it: an id that is
 --             not among the cached events of a session whose older events are in the database only is
 --             answered {-9}; "0" otherwise (a fresh id, or one the database does not hold)
--- ARGV[16] -> number of session pairs S, then S pairs (key, JSON value)
+-- ARGV[17] -> number of session pairs S, then S pairs (key, JSON value)
 -- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key),
 -- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files)
 -- Returns {0, seq, ts, incarnation} appended;
@@ -38,7 +39,7 @@
 --         {-8, incarnation, member, score, flushed} the session holds an event with this id already (nothing
 --           written): the caller compares it with the event it sent; flushed = 1 when the database has it
 --           too ({-8, incarnation} alone: that event is no longer cached, read it from the database);
---         {-9} see ARGV[15] (nothing written);
+--         {-9} see ARGV[16] (nothing written);
 --         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
 --         {-4} user state not cached, {-5} cache incomplete (evicted keys, or event ids not matching the
 --           events): load, then retry.
@@ -55,8 +56,11 @@ local ts0 = argv_int(4, 0, MAX_INT - 1)
 local inv = ARGV[5]
 local wake = ARGV[9]
 local durable = wake ~= ''
-local id = ARGV[14]
-local svals, s, i = argv_pairs(16, 's:')
+local id = ARGV[15]
+if ARGV[13] ~= '' then
+  argv_int(14, 1, MAX_INT)
+end
+local svals, s, i = argv_pairs(17, 's:')
 local uvals, u
 uvals, u, i = argv_pairs(i, 's:')
 local tvals, t
@@ -77,12 +81,12 @@ end
 
 -- Preconditions, all checked before the first write: one HMGET reads the meta fields and the previous values
 -- of the session keys the event sets (what its undo record keeps); m:first too when the event id must be
--- checked against it (ARGV[15]).
+-- checked against it (ARGV[16]).
 local want = {'m:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:inc', 'm:ttl', 'm:undo'}
 for j = 1, s do
   want[7 + j] = svals[2 * j - 1]
 end
-local checkid = ARGV[15] == '1'
+local checkid = ARGV[16] == '1'
 if checkid then
   want[8 + s] = 'm:first'
 end
@@ -246,7 +250,7 @@ if durable then
   end
   local entry = {'k', 'a', 'a', ARGV[10], 'u', ARGV[11], 'i', ARGV[12], 'n', meta[5], 'q', seqs, 't', tss}
   if ARGV[13] ~= '' then
-    entry[15], entry[16], entry[17], entry[18] = 'p', ARGV[13], 'e', id
+    entry[15], entry[16], entry[17], entry[18], entry[19], entry[20] = 'p', ARGV[13], 'o', ARGV[14], 'e', id
   end
   redis.call('XADD', log, '*', unpack(entry))
   if redis.call('XLEN', log) == 1 then

@@ -19,8 +19,9 @@
 -- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[8] -> token of this create call (kept as m:cid): a run of the same call again finds its own session
 --            ("": no token, every run is a create of its own)
--- ARGV[9] -> number of session-state pairs S, then S pairs (key, JSON value)
--- ARGV[10+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
+-- ARGV[9] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
+-- ARGV[10] -> number of session-state pairs S, then S pairs (key, JSON value)
+-- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
 --         again), {-10} the id exists, {-4} the user's state is not cached (load it, then retry).
 -- Bad arguments are an error reply, with nothing written.
@@ -30,7 +31,10 @@ local undo, ids = KEYS[8], KEYS[9]
 local ct = int(argv_int(1, 0, MAX_INT - 1))
 local wake = ARGV[2]
 local durable = wake ~= ''
-local svals, s, i = argv_pairs(9, 's:')
+if ARGV[7] ~= '' then
+  argv_int(9, 1, MAX_INT)
+end
+local svals, s, i = argv_pairs(10, 's:')
 local uvals, u
 uvals, u, i = argv_pairs(i, 's:')
 if i - 1 ~= #ARGV then
@@ -80,6 +84,8 @@ if durable then
   if ARGV[7] ~= '' then
     entry[#entry + 1] = 'p'
     entry[#entry + 1] = ARGV[7]
+    entry[#entry + 1] = 'o'
+    entry[#entry + 1] = ARGV[9]
   end
   redis.call('XADD', log, '*', unpack(entry))
   if redis.call('XLEN', log) == 1 then

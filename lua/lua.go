@@ -43,6 +43,8 @@ var (
 	deleteSrc string
 	//go:embed end_invocation.lua
 	endInvocationSrc string
+	//go:embed app_order.lua
+	appOrderSrc string
 	//go:embed app_apply.lua
 	appApplySrc string
 	//go:embed flushed.lua
@@ -77,7 +79,9 @@ var (
 	Delete = withLib(deleteSrc)
 	// EndInvocation drops an invocation's temp state; see end_invocation.lua.
 	EndInvocation = withLib(endInvocationSrc)
-	// AppApply applies an app-state delta once; see app_apply.lua.
+	// AppOrder takes the order number of an app-state change; see app_order.lua.
+	AppOrder = withLib(appOrderSrc)
+	// AppApply applies an app-state delta once, in order; see app_apply.lua.
 	AppApply = withLib(appApplySrc)
 	// Flushed records what the flusher wrote; see flushed.lua.
 	Flushed = withLib(flushedSrc)
@@ -114,7 +118,7 @@ func AppendCeiling() string {
 	s := Append
 	for _, r := range [][2]string{
 		{"    behind = argv_int(1, 0, MAX_INT) ~= rev", "    behind = false"},
-		{"local id = ARGV[14]", "local id = ARGV[14] .. '/' .. redis.call('ZCARD', KEYS[2])"},
+		{"local id = ARGV[15]", "local id = ARGV[15] .. '/' .. redis.call('ZCARD', KEYS[2])"},
 	} {
 		if strings.Count(s, r[0]) != 1 {
 			panic("lua/append.lua no longer has `" + r[0] + "`: update AppendCeiling")

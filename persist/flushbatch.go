@@ -3,6 +3,7 @@ package persist
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,7 +35,10 @@ func groupChanges(changes []cache.Change) []*sessionChanges {
 
 // repairAppState applies the app deltas of the batch's entries to Redis
 // again: a no-op for those their writer applied, the repair for a writer
-// that died between its two steps.
+// that failed between its two steps. The repair goes by the order number
+// the change was logged with, so it never writes over a newer value
+// (docs/design.md, "App state"); a change whose number Redis no longer
+// knows how to order is skipped (its writer never acknowledged it).
 func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) error {
 	for _, c := range changes {
 		if c.AppDelta == nil {
@@ -44,7 +48,12 @@ func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) er
 		if c.Kind == 'c' {
 			id = cache.CreateChangeID(c.Incarnation, c.User, c.SID)
 		}
-		if err := f.opts.AppState.ApplyApp(ctx, c.App, id, c.AppDelta); err != nil {
+		err := f.opts.AppState.ApplyApp(ctx, c.App, cache.AppChange{ID: id, Order: c.AppOrder, Pairs: c.AppDelta, Repair: true})
+		switch {
+		case errors.Is(err, cache.ErrAppOrderLost):
+			f.opts.Logger.Warn("adksession flusher: app: step of an unacknowledged change skipped, its order is lost",
+				"app", c.App, "change", id)
+		case err != nil:
 			return err
 		}
 	}

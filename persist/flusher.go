@@ -47,7 +47,7 @@ type FlusherOptions struct {
 // putting the app's state back from the database when Redis lost it
 // (loader.Loader.ApplyApp).
 type AppStateApplier interface {
-	ApplyApp(ctx context.Context, app, id string, pairs []cache.Pair) error
+	ApplyApp(ctx context.Context, app string, c cache.AppChange) error
 }
 
 func (o FlusherOptions) withDefaults() FlusherOptions {

@@ -133,6 +133,9 @@ func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, err
 // nil, up to date).
 func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, ev *Event) (*cache.AppendResult, error) {
 	a := p.args
+	if err := s.takeAppOrder(ctx, a.App, &a.Delta); err != nil {
+		return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
+	}
 	res, err := s.appendScript(ctx, a)
 	var dup *cache.DuplicateEventError
 	switch {
@@ -332,24 +335,48 @@ func storageValue(e *Event) (any, error) {
 	return v, err
 }
 
-// applyApp applies the app: part of a delta (second step), putting the app
-// state back from the database first when Redis lost it.
-func (s *Service) applyApp(ctx context.Context, app, id string, pairs []cache.Pair) error {
-	return s.loader.ApplyApp(ctx, app, id, pairs)
+// takeAppOrder takes the order number of d's app: part (the first step of
+// a write with app: keys; nothing to do without), putting the app state
+// back from the database first when Redis lost it.
+func (s *Service) takeAppOrder(ctx context.Context, app string, d *cache.StateDelta) error {
+	if len(d.App) == 0 {
+		return nil
+	}
+	n, err := s.loader.AppOrder(ctx, app)
+	d.AppOrder = n
+	return err
+}
+
+// applyApp applies the app: part of d under change id (the write's last
+// step), putting the app state back from the database first when Redis lost
+// it. It is retried with capped backoff until it succeeds or ctx ends: the
+// session's part is stored already, and giving up would invite a caller
+// retry that stores the event twice; the step is idempotent per change id.
+// When Redis lost the app's order numbers since d's was taken, the change
+// takes a new one (the call is still running: it may take effect now).
+func (s *Service) applyApp(ctx context.Context, app, id string, d *cache.StateDelta) error {
+	if len(d.App) == 0 {
+		return nil
+	}
+	c := cache.AppChange{ID: id, Order: d.AppOrder, Pairs: d.App}
+	return untilDone(ctx, func() error {
+		err := s.loader.ApplyApp(ctx, app, c)
+		if errors.Is(err, cache.ErrAppOrderLost) {
+			if c.Order, err = s.loader.AppOrder(ctx, app); err == nil {
+				err = s.loader.ApplyApp(ctx, app, c)
+			}
+		}
+		return err
+	})
 }
 
 // finishApp applies the app part of the delta of a, an event whose session
-// part is already stored in the incarnation given (nothing to do, and no
-// change id to build, without one). Giving up would leave a stored event without its app: keys (only
-// a database's flusher repairs them) and invite a caller retry that stores
-// the event twice; the app script is idempotent per event id, so it is
-// retried with capped backoff until it succeeds or ctx ends.
+// part is already stored in the incarnation given.
 func (s *Service) finishApp(ctx context.Context, a *cache.AppendArgs, incarnation int64) error {
 	if len(a.Delta.App) == 0 {
 		return nil
 	}
-	id := cache.AppendChangeID(incarnation, a.User, a.SID, a.EventID)
-	return untilDone(ctx, func() error { return s.applyApp(ctx, a.App, id, a.Delta.App) })
+	return s.applyApp(ctx, a.App, cache.AppendChangeID(incarnation, a.User, a.SID, a.EventID), &a.Delta)
 }
 
 // untilDone runs f until it succeeds or ctx ends, with capped backoff: for

@@ -57,6 +57,9 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return nil, err
 	}
 	now := time.Now().Truncate(time.Microsecond)
+	if err := s.takeAppOrder(ctx, req.AppName, &delta); err != nil {
+		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
+	}
 	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Token: uuid.NewString(), Delta: delta}
 	err = s.loader.Run(ctx, req.AppName, req.UserID, sid, func() error { return s.cache.Create(ctx, args) })
 	switch {
@@ -65,7 +68,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	case err != nil:
 		return nil, fmt.Errorf("create session %s: %w", sid, err)
 	}
-	if err := s.applyApp(ctx, req.AppName, cache.CreateChangeID(args.CreateTime, req.UserID, sid), delta.App); err != nil {
+	if err := s.applyApp(ctx, req.AppName, cache.CreateChangeID(args.CreateTime, req.UserID, sid), &delta); err != nil {
 		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
 	}
 	// The handle sees the state as a Get would: with the app and user state

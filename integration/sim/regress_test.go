@@ -503,3 +503,100 @@ func TestListWhileIndexEvicted(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"flushed", "unflushed"}, ids)
 }
+
+// TestLateAppStepOverNewer: the app: step of a create or an append that
+// failed between its two steps, done later by the flusher's repair, does
+// not write over a newer value another session's append wrote since.
+// Found by the simulation (seed 431866828415: every session of the app read
+// a create's value after an append had set the key to null). Two causes:
+//   - database: Redis lost the app's state and the database is down. The
+//     write now fails before its first step (the order number needs the app
+//     state), with nothing written.
+//   - redis: the connection is cut right after the first step. The event is
+//     stored; the repair goes by the change's order number (docs/design.md,
+//     "App state") and leaves the newer value.
+func TestLateAppStepOverNewer(t *testing.T) {
+	for _, cause := range []string{"database", "redis"} {
+		for _, kind := range []string{"create", "append"} {
+			t.Run(cause+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				lateAppStep(t, cause, kind)
+			})
+		}
+	}
+}
+
+func lateAppStep(t *testing.T, cause, kind string) {
+	pg := testenv.StartPostgres(t)
+	db := pg.FreshDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, service.Migrate(ctx, db))
+	u, err := url.Parse(testenv.RedisURL(t))
+	require.NoError(t, err)
+	p := startDropProxy(t, u.Host)
+	s := newSmall(t, func(c *service.Config) { c.DatabaseURL, c.DisableFlusher, c.RedisURL = db, true, p.URL() })
+	for _, sid := range []string{"first", "late"} {
+		_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: sid,
+			State: map[string]any{"app:k": "seed"}})
+		require.NoError(t, err)
+	}
+	f := s.svc.NewFlusher(nil)
+	_, err = f.RunOnce(ctx)
+	require.NoError(t, err)
+	late, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "late"})
+	require.NoError(t, err)
+	if cause == "database" {
+		keys, err := cache.NewKeys(s.ns, 0)
+		require.NoError(t, err)
+		app := keys.App("a")
+		require.NoError(t, s.rdb.Del(ctx, app.State, app.Applied).Err()) // as an eviction would
+		pg.Stop(t, "fast")
+	} else {
+		p.armFor("older", 3*time.Second) // the first step is answered, then Redis cannot be reached
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	if kind == "create" {
+		_, err = s.svc.Create(short, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "created",
+			State: map[string]any{"app:k": "older"}})
+	} else {
+		err = s.svc.AppendEvent(short, late.Session, &service.Event{InvocationID: "i", Author: "user",
+			Actions: service.EventActions{StateDelta: map[string]any{"app:k": "older"}}})
+	}
+	cancel()
+	require.Error(t, err, "the app: step cannot be done")
+	if cause == "database" {
+		pg.Start(t)
+	}
+	var first *service.GetResponse
+	require.Eventually(t, func() bool { // Redis can be reached again
+		first, err = s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "first"})
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// What the failed call left: nothing when it failed before its first
+	// step, its event (or session) when it failed after.
+	stored := cause == "redis"
+	if kind == "create" {
+		_, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "created"})
+		require.Equal(t, stored, err == nil, "session created: %v", err)
+	} else {
+		got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "late"})
+		require.NoError(t, err)
+		require.Equal(t, map[bool]int{false: 0, true: 1}[stored], got.Session.Events().Len())
+	}
+
+	require.NoError(t, s.svc.AppendEvent(ctx, first.Session, &service.Event{InvocationID: "i", Author: "user",
+		Actions: service.EventActions{StateDelta: map[string]any{"app:k": "newer"}}}))
+	_, err = f.RunOnce(ctx)
+	require.NoError(t, err)
+	require.NoError(t, f.Stop(ctx))
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "first"})
+	require.NoError(t, err)
+	require.Equal(t, "newer", stateOf(got.Session)["app:k"])
+	conn, err := sql.Open("postgres", db)
+	require.NoError(t, err)
+	defer conn.Close()
+	var state string
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT state FROM app_states WHERE app_name = 'a'`).Scan(&state))
+	require.JSONEq(t, `{"k": "newer"}`, state, "the app state in the database")
+}

@@ -1,0 +1,29 @@
+#!lua
+-- app_order.lua: takes the order number of a create's or an event's app: change, before the change's first
+-- step. App state has a slot of its own, so a write with app: keys is two script calls (the session's script,
+-- then app_apply.lua); when the second one is done late (the writer failed between them and the flusher's
+-- repair does it), the order number keeps it from writing over a newer value (docs/design.md, "App state").
+-- The shebang (no flags) makes Redis refuse it when full: the write it precedes would be refused too.
+--
+-- KEYS[1] -> app state hash   <ns>adk:{a:<app>}:a
+-- KEYS[2] -> app order hash   <ns>adk:{a:<app>}:ao
+-- ARGV[1] -> "1" when a database backs Redis (a missing app hash means evicted or flushed away)
+-- Returns the order number (> 0), or -4 when the app state is not cached (load it, then retry: the write then
+-- fails as a whole, with nothing written, when the database cannot answer).
+-- Bad arguments are an error reply, with nothing written.
+local state, order = KEYS[1], KEYS[2]
+if #ARGV ~= 1 or (ARGV[1] ~= '1' and ARGV[1] ~= '0') then
+  fail('app_order: ARGV must be "1" or "0"')
+end
+
+if ARGV[1] == '1' and redis.call('EXISTS', state) == 0 then
+  return -4
+end
+if redis.call('HEXISTS', order, 'm:n') == 0 then
+  -- A new order hash (or one Redis lost): numbers start from Redis's clock in µs, above every number taken
+  -- before (one per µs would be a million changes a second to one app), and m:floor marks what came before.
+  local t = redis.call('TIME')
+  local seed = int(tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('HSET', order, 'm:n', seed, 'm:floor', seed)
+end
+return redis.call('HINCRBY', order, 'm:n', 1)
