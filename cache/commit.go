@@ -46,7 +46,7 @@ func (s *Store) CommitStats() CommitStats {
 // scriptCall is one script call and, once it has run, its reply.
 type scriptCall struct {
 	ctx  context.Context
-	sc   *redis.Script
+	sc   *evalForm
 	keys []string
 	args []any
 	cmd  *redis.Cmd
@@ -55,14 +55,14 @@ type scriptCall struct {
 }
 
 // run runs a script and returns its reply.
-func (c *committer) run(ctx context.Context, sc *redis.Script, keys []string, args []any) *redis.Cmd {
+func (c *committer) run(ctx context.Context, sc *evalForm, keys []string, args []any) *redis.Cmd {
 	c.mu.Lock()
 	if c.inFlight < maxInFlight {
 		c.inFlight++
 		c.mu.Unlock()
 		c.calls.Add(1)
 		c.batches.Add(1)
-		cmd := sc.Run(ctx, c.rdb, keys, args...)
+		cmd := c.runOne(ctx, sc, keys, args)
 		c.handOff()
 		return cmd
 	}
@@ -84,7 +84,7 @@ func (c *committer) send(batch []*scriptCall) {
 	c.calls.Add(int64(len(batch)))
 	c.batches.Add(1)
 	if len(batch) == 1 {
-		batch[0].cmd = batch[0].sc.Run(batch[0].ctx, c.rdb, batch[0].keys, batch[0].args...)
+		batch[0].cmd = c.runOne(batch[0].ctx, batch[0].sc, batch[0].keys, batch[0].args)
 	} else {
 		c.pipeline(batch)
 	}
@@ -92,6 +92,18 @@ func (c *committer) send(batch []*scriptCall) {
 	for _, call := range batch[1:] {
 		close(call.done)
 	}
+}
+
+// runOne runs one script call on its own: EVALSHA, then EVAL when the node
+// did not know the script.
+func (c *committer) runOne(ctx context.Context, sc *evalForm, keys []string, args []any) *redis.Cmd {
+	cmd := sc.command(ctx, keys, args, false)
+	_ = c.rdb.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		cmd = sc.command(ctx, keys, args, true)
+		_ = c.rdb.Process(ctx, cmd)
+	}
+	return cmd
 }
 
 // handOff ends a pipeline slot's round trip: what queued meanwhile goes,
@@ -120,7 +132,8 @@ func (c *committer) pipeline(batch []*scriptCall) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	pipe := c.rdb.Pipeline()
 	for _, call := range batch {
-		call.cmd = call.sc.EvalSha(ctx, pipe, call.keys, call.args...)
+		call.cmd = call.sc.command(ctx, call.keys, call.args, false)
+		_ = pipe.Process(ctx, call.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
 	var again []*scriptCall
@@ -134,7 +147,8 @@ func (c *committer) pipeline(batch []*scriptCall) {
 	}
 	pipe = c.rdb.Pipeline()
 	for _, call := range again {
-		call.cmd = call.sc.Eval(ctx, pipe, call.keys, call.args...)
+		call.cmd = call.sc.command(ctx, call.keys, call.args, true)
+		_ = pipe.Process(ctx, call.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
 }

@@ -80,7 +80,23 @@ func TestSessionKeysShareHashTag(t *testing.T) {
 		}
 		a := k.App(id[0])
 		require.Equal(t, hashTag(a.State), hashTag(a.Applied))
+		require.Equal(t, hashTag(a.State), hashTag(a.Order))
 		require.Equal(t, "a:"+cache.Escape(id[0]), hashTag(a.State))
+	}
+}
+
+// A session's keys are built in one allocation (every append builds them):
+// the builder's size is exact, whatever the lengths of the ids.
+func TestSessionKeysOneAllocation(t *testing.T) {
+	k, err := cache.NewKeys("bench-namespace:", 0)
+	require.NoError(t, err)
+	for _, id := range [][3]string{{"a", "b", "c"}, {"app", "user-1234", "3fa85f64-5717-4562-b3fc-2c963f66afa6"},
+		{strings.Repeat("app-", 40), strings.Repeat("user-", 30), "s"}, {strings.Repeat("long app ", 20), "u:{x}", ""}} {
+		var s cache.SessionKeys
+		allocs := testing.AllocsPerRun(100, func() { s = k.Session(id[0], id[1], id[2]) })
+		escaped := strings.ContainsAny(strings.Join(id[:], ""), " :{}")
+		require.LessOrEqual(t, allocs, map[bool]float64{false: 1, true: 4}[escaped], "%q", id) // Escape allocates once per escaped id
+		require.Equal(t, k.Session(id[0], id[1], id[2]), s)
 	}
 }
 

@@ -44,14 +44,20 @@ var (
 // cannot compile it (miniredis, Redis before 7): they run it without the
 // flags. LoadScripts picks the form a Store uses; line numbers are the same
 // in both.
-type script struct{ full, bare *redis.Script }
+type script struct {
+	full, bare *redis.Script
+	// The same as the committer sends them (see evalForm).
+	fullForm, bareForm evalForm
+}
 
 func newScript(src string) *script {
-	sc := &script{full: redis.NewScript(src)}
-	sc.bare = sc.full
+	sc := &script{full: redis.NewScript(src), fullForm: evalForm{src: src}}
+	sc.bare, sc.bareForm = sc.full, sc.fullForm
 	if strings.HasPrefix(src, "#!") {
-		sc.bare = redis.NewScript("--" + src[2:])
+		sc.bareForm.src = "--" + src[2:]
+		sc.bare = redis.NewScript(sc.bareForm.src)
 	}
+	sc.fullForm.sha, sc.bareForm.sha = sc.full.Hash(), sc.bare.Hash()
 	return sc
 }
 
@@ -61,6 +67,45 @@ func (s *Store) pick(sc *script) *redis.Script {
 		return sc.bare
 	}
 	return sc.full
+}
+
+// pickForm is pick for the committer.
+func (s *Store) pickForm(sc *script) *evalForm {
+	if s.bare.Load() {
+		return &sc.bareForm
+	}
+	return &sc.fullForm
+}
+
+// evalForm is a script as the committer sends it: EVALSHA with its SHA1,
+// EVAL with its source when a node does not know it (after SCRIPT FLUSH, or
+// on a node that never saw it).
+type evalForm struct{ sha, src string }
+
+// The command names, for command lines that point at them.
+var (
+	evalshaName = "evalsha"
+	evalName    = "eval"
+)
+
+// command builds the EVALSHA command of a script call (EVAL when noScript:
+// the node did not know the SHA1). It makes one allocation, the command
+// line: the names, the SHA1 and the keys go in by pointer, where go-redis's
+// Eval boxes every key in an interface of its own (an allocation each).
+func (f *evalForm) command(ctx context.Context, keys []string, args []any, noScript bool) *redis.Cmd {
+	line := make([]any, 3+len(keys), 3+len(keys)+len(args))
+	line[0], line[1], line[2] = &evalshaName, &f.sha, len(keys)
+	if noScript {
+		line[0], line[1] = &evalName, &f.src
+	}
+	for i := range keys {
+		line[3+i] = &keys[i]
+	}
+	cmd := redis.NewCmd(ctx, append(line, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
 }
 
 // run runs a script (EVALSHA, falling back to EVAL).
@@ -200,7 +245,7 @@ func (s *Store) masterFor(ctx context.Context, key, movedTo string) (redis.Cmdab
 // WAIT in the same round trip, on the master that ran the script.
 func (s *Store) write(ctx context.Context, x *script, keys []string, args ...any) *redis.Cmd {
 	if s.waitReplicas <= 0 {
-		return fullError(s.commit.run(ctx, s.pick(x), keys, args))
+		return fullError(s.commit.run(ctx, s.pickForm(x), keys, args))
 	}
 	sc := s.pick(x)
 	node, err := s.masterFor(ctx, keys[0], "")

@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,4 +40,38 @@ func TestAppendCommandLayout(t *testing.T) {
 		want := append(append(append([]string{}, head...), strings.Split(c.argv, "|")...), tail...)
 		require.Equal(t, want, s.AppendCommand(x), c.argv)
 	}
+}
+
+// The committer's command line is EVALSHA <sha> <numkeys> <keys> <args>
+// (EVAL <source> ... once a node did not know the script), routed by its
+// first key, built in two allocations (the line and the command) whatever
+// the number of keys.
+func TestEvalCommand(t *testing.T) {
+	sc := newScript("#!lua flags=allow-oom\nreturn 1")
+	f := &sc.fullForm
+	keys := []string{"{a}:k1", "{a}:k2"}
+	n := int64(7)
+	args := []any{"x", &n}
+	str := func(v any) string {
+		switch v := v.(type) {
+		case *string:
+			return *v
+		case *int64:
+			return strconv.FormatInt(*v, 10)
+		}
+		return fmt.Sprint(v)
+	}
+	line := func(noScript bool) []string {
+		var out []string
+		for _, v := range f.command(context.Background(), keys, args, noScript).Args() {
+			out = append(out, str(v))
+		}
+		return out
+	}
+	require.Equal(t, []string{"evalsha", sc.full.Hash(), "2", "{a}:k1", "{a}:k2", "x", "7"}, line(false))
+	require.Equal(t, []string{"eval", "#!lua flags=allow-oom\nreturn 1", "2", "{a}:k1", "{a}:k2", "x", "7"}, line(true))
+	require.Equal(t, "--lua flags=allow-oom\nreturn 1", sc.bareForm.src)
+	require.Equal(t, sc.bare.Hash(), sc.bareForm.sha)
+	allocs := testing.AllocsPerRun(100, func() { _ = f.command(context.Background(), keys, args, false) })
+	require.LessOrEqual(t, allocs, 2.0)
 }

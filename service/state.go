@@ -54,7 +54,8 @@ func (s *Service) splitDelta(field string, delta map[string]any) (d cache.StateD
 	}
 	spans = spans[:len(delta)]
 	total := 0
-	var sc jsonScan
+	sc := getScan()
+	defer putScan(sc)
 	var w jsonWriter
 	for k, v := range delta {
 		if k == "" {

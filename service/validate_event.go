@@ -84,7 +84,8 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 	if total > s.cfg.MaxWriteBytes {
 		return nil, fmt.Errorf("%w: event: %d bytes of JSON and temp: state, limit %d (Config.MaxWriteBytes)", ErrInvalidArgument, total, s.cfg.MaxWriteBytes)
 	}
-	var sc jsonScan
+	sc := getScan()
+	defer putScan(sc)
 	if !sc.check(blob, true) {
 		return nil, sc.err("event")
 	}

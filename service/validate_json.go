@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -34,6 +35,19 @@ type jsonScan struct {
 	at     int
 	reason string
 	inKey  bool
+}
+
+// scans keeps jsonScans for reuse: one is about 700 bytes, which escape
+// analysis puts on the heap (its stack starts in its own array), and every
+// append scans twice (the delta's values, the event).
+var scans = sync.Pool{New: func() any { return new(jsonScan) }}
+
+// getScan returns a jsonScan from the pool; putScan gives it back.
+func getScan() *jsonScan { return scans.Get().(*jsonScan) }
+
+func putScan(s *jsonScan) {
+	*s = jsonScan{} // holds no caller's bytes while pooled
+	scans.Put(s)
 }
 
 // check scans b, JSON produced by encoding/json (anything else is reported,
