@@ -227,7 +227,14 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		return
 	}
 	if r.Snap == nil {
-		return // deleted or re-created since: later entries carry it
+		// Deleted or created again since: later entries carry the session.
+		// A create among this batch's changes still made its app's and
+		// user's state rows, as ADK's create does: the later delete's batch
+		// cannot void it (the create is not in it), so it is voided here.
+		if ref.Create {
+			sb.batch.Voided = append(sb.batch.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(ref.Incarnation).UTC()})
+		}
+		return
 	}
 	up := SessionUpsert{
 		Key: g.key, Incarnation: ref.Incarnation,

@@ -400,6 +400,49 @@ func TestCreateThenDeleteInOneBatch(t *testing.T) {
 	require.Zero(t, sessions)
 }
 
+// TestDeleteWhileFlushingCreate: a session deleted after the flusher read
+// its create from the change log, and before it read the session, still
+// leaves the app_states and user_states rows ADK's create makes. Found by the
+// simulation (standalone single mode, seed 334315483012: no app_states row
+// for an app whose only session was created and deleted): the batch with the
+// create found the session gone and wrote nothing for it, and the delete's
+// batch did not hold the create. A proxy deletes the session just before the
+// flusher's read.
+func TestDeleteWhileFlushingCreate(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testenv.RedisURL(t))
+	require.NoError(t, err)
+	p := startDropProxy(t, u.Host)
+	s := newSmall(t, func(c *service.Config) { c.DisableFlusher, c.RedisURL = true, p.URL() })
+	ctx := context.Background()
+	_, err = s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	var deleted atomic.Bool
+	p.armBefore("hgetall", func() {
+		deleted.Store(s.svc.Delete(ctx, &service.DeleteRequest{AppName: "a", UserID: "u", SessionID: "s"}) == nil)
+	})
+	f := s.svc.NewFlusher(nil)
+	n, err := f.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the create alone")
+	require.True(t, deleted.Load(), "the session was deleted between the log read and the session read")
+	n, err = f.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the delete")
+	require.NoError(t, f.Stop(ctx))
+	db, err := sql.Open("postgres", s.db)
+	require.NoError(t, err)
+	defer db.Close()
+	var app, user string
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT state::text FROM app_states WHERE app_name = 'a'`).Scan(&app), "app_states row")
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT state::text FROM user_states WHERE app_name = 'a' AND user_id = 'u'`).Scan(&user), "user_states row")
+	require.Equal(t, "{}", app)
+	require.Equal(t, "{}", user)
+	var sessions int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM sessions`).Scan(&sessions))
+	require.Zero(t, sessions)
+}
+
 // TestRewindAfterIndexEvicted: a rewind of a session whose event-id index
 // was evicted (it carries a TTL once flushed) puts the session back from the
 // database and rewinds. Found by the simulation (ErrIncomplete while no fault
