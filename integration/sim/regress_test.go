@@ -387,17 +387,7 @@ func TestCreateThenDeleteInOneBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the create and the delete, in one batch")
 	require.NoError(t, f.Stop(ctx))
-	db, err := sql.Open("postgres", s.db)
-	require.NoError(t, err)
-	defer db.Close()
-	var app, user string
-	require.NoError(t, db.QueryRowContext(ctx, `SELECT state::text FROM app_states WHERE app_name = 'a'`).Scan(&app), "app_states row")
-	require.NoError(t, db.QueryRowContext(ctx, `SELECT state::text FROM user_states WHERE app_name = 'a' AND user_id = 'u'`).Scan(&user), "user_states row")
-	require.Equal(t, "{}", app)
-	require.Equal(t, "{}", user)
-	var sessions int
-	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM sessions`).Scan(&sessions))
-	require.Zero(t, sessions)
+	requireCreatedAndDeleted(t, s)
 }
 
 // TestDeleteWhileFlushingCreate: a session deleted after the flusher read
@@ -430,6 +420,15 @@ func TestDeleteWhileFlushingCreate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the delete")
 	require.NoError(t, f.Stop(ctx))
+	requireCreatedAndDeleted(t, s)
+}
+
+// requireCreatedAndDeleted: the database holds what ADK leaves of session
+// s of user u in app a, created and deleted: {} app_states and user_states
+// rows, no session.
+func requireCreatedAndDeleted(t *testing.T, s *small) {
+	t.Helper()
+	ctx := context.Background()
 	db, err := sql.Open("postgres", s.db)
 	require.NoError(t, err)
 	defer db.Close()
