@@ -66,16 +66,6 @@ func DecodeAppToken(tok string) (ListItem, error) {
 	return ListItem{User: c.User, SID: c.SID}, err
 }
 
-// Tombstoned tells whether a session is deleted in Redis but its delete is
-// not yet in the database.
-func (s *Store) Tombstoned(ctx context.Context, app, user, sid string) (bool, error) {
-	v, err := s.rdb.HGet(ctx, s.keys.Session(app, user, sid).Session, "m:del").Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	return v == "1", err
-}
-
 // UserIndexState tells whether Redis holds the user's state hash and
 // whether the user's session index is complete (it carries the
 // IndexComplete member; an evicted or expired index does not).
@@ -88,21 +78,6 @@ func (s *Store) UserIndexState(ctx context.Context, app, user string) (userCache
 		return false, false, fmt.Errorf("read user index: %w", err)
 	}
 	return exists.Val() == 1, marker.Err() == nil, nil
-}
-
-// UserIndexHas tells whether the user's session index is complete (then it
-// lists every session the database has) and whether sid is in it.
-func (s *Store) UserIndexHas(ctx context.Context, app, user, sid string) (complete, indexed bool, err error) {
-	k := s.keys.Session(app, user, sid)
-	// One transaction, as ListUser's read: an eviction between the marker
-	// and the entry would read "complete, not indexed".
-	pipe := s.rdb.TxPipeline()
-	marker := pipe.ZScore(ctx, k.UserIndex, IndexComplete)
-	score := pipe.ZScore(ctx, k.UserIndex, sid)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return false, false, fmt.Errorf("read user index: %w", err)
-	}
-	return marker.Err() == nil, score.Err() == nil, nil
 }
 
 // UnflushedSessions returns the ids of the user's sessions in the app index

@@ -104,6 +104,14 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 	if _, err := s.HydrateUser(ctx, "a", "u", 0, nil, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	// And a session index that is not complete may lack a session Redis
+	// evicted: the caller completes it first.
+	if err := s.Create(ctx, create); !errors.Is(err, ErrUserNotCached) {
+		t.Fatalf("create with an incomplete session index: got %v, want ErrUserNotCached", err)
+	}
+	if err := s.RebuildUserIndex(ctx, "a", "u", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Create(ctx, create); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
@@ -42,6 +43,42 @@ func runTrustScripts(t *testing.T, url string) {
 	t.Run("HandleOfDeletedIncarnation", func(t *testing.T) { t.Parallel(); testHandleOfDeletedIncarnation(t, url) })
 	t.Run("StoredTimestampInJSON", func(t *testing.T) { t.Parallel(); testStoredTimestampInJSON(t, url) })
 	t.Run("AppChangeOrder", func(t *testing.T) { t.Parallel(); testAppChangeOrder(t, url) })
+	t.Run("CreateChecksUserIndex", func(t *testing.T) { t.Parallel(); testCreateChecksUserIndex(t, url) })
+}
+
+// testCreateChecksUserIndex: with a database, create.lua creates a session
+// whose hash Redis does not hold only when the user's session index is
+// complete and does not list the id: a flushed session Redis evicted is in
+// the database, and the complete index lists it (docs/design.md, "Create").
+// An incomplete index is -4 (the loader completes it, then the create runs
+// again), a listed id -10; both with nothing written.
+func testCreateChecksUserIndex(t *testing.T, url string) {
+	e := newWB(t, url, "", nil)
+	ctx := wbCtx(t)
+	k := e.keys.Session("app", "u", "s")
+	create := func() int64 {
+		keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}
+		r, err := e.rdb.Eval(ctx, lua.Create, keys, 1000, "wake", "app", "u", "s", cache.AppIndexMember("u", "s"), "", "tok", "", 0, 0).Int64Slice()
+		require.NoError(t, err)
+		return r[0]
+	}
+	require.NoError(t, e.rdb.HSet(ctx, k.User, "m:rev", 0).Err())
+	require.NoError(t, e.rdb.ZAdd(ctx, k.UserIndex, redis.Z{Score: 5, Member: "other"}).Err())
+	before := e.dump()
+	require.EqualValues(t, -4, create(), "an index without its completeness marker")
+	require.Equal(t, before, e.dump(), "nothing written")
+
+	require.NoError(t, e.rdb.ZAdd(ctx, k.UserIndex, redis.Z{Score: 0, Member: cache.IndexComplete}, redis.Z{Score: 7, Member: "s"}).Err())
+	before = e.dump()
+	require.EqualValues(t, -10, create(), "an id the complete index lists: the database has it")
+	require.Equal(t, before, e.dump(), "nothing written")
+
+	require.NoError(t, e.rdb.ZRem(ctx, k.UserIndex, "s").Err())
+	require.EqualValues(t, 0, create())
+	require.Equal(t, "1000", e.hash(k.Session)["m:inc"])
+	score, err := e.rdb.ZScore(ctx, k.UserIndex, "s").Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, score)
 }
 
 // testAppChangeOrder: app_apply.lua applies a change to the keys no change

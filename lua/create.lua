@@ -23,7 +23,8 @@
 -- ARGV[10] -> number of session-state pairs S, then S pairs (key, JSON value)
 -- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
---         again), {-10} the id exists, {-4} the user's state is not cached (load it, then retry).
+--         again), {-10} the id exists (in Redis, or in the database as the complete user index says), {-4} the
+--         user's state is not cached or the user's session index is not complete (load them, then retry).
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local undo, ids = KEYS[8], KEYS[9]
@@ -50,8 +51,19 @@ if redis.call('EXISTS', sess) == 1 then
     return {-10}
   end
 end
-if durable and redis.call('EXISTS', user) == 0 then
-  return {-4}
+if durable then
+  if redis.call('EXISTS', user) == 0 then
+    return {-4}
+  end
+  -- The session hash is absent (or a tombstone): Redis may have evicted a flushed session that the database
+  -- holds. Its complete user index (marker '') lists every session the database has; the check is here, in
+  -- the one atomic step, as the session may be flushed and evicted after any check made before this script.
+  if not redis.call('ZSCORE', uindex, '') then
+    return {-4}
+  end
+  if redis.call('ZSCORE', uindex, ARGV[5]) then
+    return {-10}
+  end
 end
 
 -- A tombstone (a delete not yet flushed) is replaced by the new incarnation.

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/persist"
 )
 
 // CreateRequest asks for a new session.
@@ -53,9 +52,6 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkNotInDatabase(ctx, req.AppName, req.UserID, sid); err != nil {
-		return nil, err
-	}
 	now := time.Now().Truncate(time.Microsecond)
 	if err := s.takeAppOrder(ctx, req.AppName, &delta); err != nil {
 		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
@@ -84,29 +80,4 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return nil, fmt.Errorf("create session %s: stored, but its state could not be read: %w", sid, err)
 	}
 	return &CreateResponse{Session: resp.Session}, nil
-}
-
-// checkNotInDatabase refuses an id that only the database still holds
-// (evicted from Redis); a deleted one whose delete is not flushed yet is free.
-func (s *Service) checkNotInDatabase(ctx context.Context, app, user, sid string) error {
-	if s.db == nil {
-		return nil
-	}
-	// While Redis holds the user, its session index lists every session the
-	// database has: no database round trip (and creates go on while the
-	// database is down).
-	if cached, indexed, err := s.cache.UserIndexHas(ctx, app, user, sid); err != nil || (cached && !indexed) {
-		return err
-	}
-	ok, err := s.db.SessionExists(ctx, persist.SessionKey{AppName: app, UserID: user, SessionID: sid})
-	if err != nil {
-		return fmt.Errorf("create session %s: %w", sid, err)
-	}
-	if !ok {
-		return nil
-	}
-	if dead, err := s.cache.Tombstoned(ctx, app, user, sid); err != nil || dead {
-		return err
-	}
-	return sessionError(ErrAlreadyExists, app, user, sid)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
 )
 
@@ -641,4 +642,64 @@ func lateAppStep(t *testing.T, cause, kind string) {
 	var state string
 	require.NoError(t, conn.QueryRowContext(ctx, `SELECT state FROM app_states WHERE app_name = 'a'`).Scan(&state))
 	require.JSONEq(t, `{"k": "newer"}`, state, "the app state in the database")
+}
+
+// TestCreateOverEvictedSession: a create of an id whose session is flushed
+// and evicted after Create's database check and before its script is
+// refused; the session keeps its events and state. Found by the simulation
+// (standalone concurrent seed 287754559375: a create answered "created" for
+// an existing session while Redis was restarted and an evict fault ran):
+// the database check said "not there" (the session was not flushed yet), the
+// script found no session hash (evicted once flushed) and created over it.
+// The script now refuses an id the user's complete session index lists, and
+// has the index completed when it is not. A proxy flushes the session and
+// evicts its keys (and in one case the index too) just before the script.
+func TestCreateOverEvictedSession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		evictIndex bool
+	}{{"session evicted", false}, {"session and user index evicted", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u, err := url.Parse(testenv.RedisURL(t))
+			require.NoError(t, err)
+			p := startDropProxy(t, u.Host)
+			s := newSmall(t, func(c *service.Config) { c.DisableFlusher, c.RedisURL = true, p.URL() })
+			ctx := context.Background()
+			resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s", State: map[string]any{"k": 1}})
+			require.NoError(t, err)
+			require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, &service.Event{InvocationID: "i1", Author: "user",
+				Actions: service.EventActions{StateDelta: map[string]any{"k": 2}}}))
+
+			keys, err := cache.NewKeys(s.ns, 4)
+			require.NoError(t, err)
+			k := keys.Session("a", "u", "s")
+			var evicted atomic.Int64
+			var hookErr error
+			p.armBefore(redis.NewScript(lua.Create).Hash(), func() {
+				f := s.svc.NewFlusher(nil)
+				if _, hookErr = f.RunOnce(ctx); hookErr != nil {
+					return
+				}
+				if hookErr = f.Stop(ctx); hookErr != nil {
+					return
+				}
+				gone := []string{k.Session, k.Events, k.Temp, k.Undo, k.EventIDs}
+				if tc.evictIndex {
+					gone = append(gone, k.UserIndex)
+				}
+				evicted.Store(s.rdb.Del(ctx, gone...).Val())
+			})
+			_, err = s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s", State: map[string]any{"k": 3}})
+			require.ErrorIs(t, err, service.ErrAlreadyExists)
+			require.NoError(t, hookErr)
+			require.GreaterOrEqual(t, evicted.Load(), int64(3), "flushed and evicted between the database check and the script")
+
+			got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+			require.NoError(t, err)
+			require.Equal(t, map[string]any{"k": float64(2)}, stateOf(got.Session))
+			require.Len(t, eventsOf(got.Session), 1)
+		})
+	}
 }
