@@ -56,6 +56,20 @@ func newSmall(t *testing.T, tweak func(*service.Config)) *small {
 	return &small{t: t, svc: svc, rdb: rdb, ns: cfg.Namespace, db: db}
 }
 
+// newProxied is newSmall with the Service's Redis behind a dropProxy.
+func newProxied(t *testing.T, tweak func(*service.Config)) (*small, *dropProxy) {
+	t.Helper()
+	u, err := url.Parse(testenv.RedisURL(t))
+	require.NoError(t, err)
+	p := startDropProxy(t, u.Host)
+	return newSmall(t, func(c *service.Config) {
+		c.RedisURL = p.URL()
+		if tweak != nil {
+			tweak(c)
+		}
+	}), p
+}
+
 func (s *small) flush() {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -195,11 +209,8 @@ func TestLostReplies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			u, err := url.Parse(testenv.RedisURL(t))
-			require.NoError(t, err)
-			p := startDropProxy(t, u.Host)
 			// No database: nothing but the caller applies an event's app: keys.
-			s := newSmall(t, func(c *service.Config) { c.RedisURL, c.DatabaseURL = p.URL(), "" })
+			s, p := newProxied(t, func(c *service.Config) { c.DatabaseURL = "" })
 			tc.run(t, s, p)
 		})
 	}
@@ -279,10 +290,7 @@ func TestRetryAfterFlushAppKeys(t *testing.T) {
 // keys of the event just acknowledged.
 func TestLostReplyConcurrentHandle(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	p := startDropProxy(t, u.Host)
-	s := newSmall(t, func(c *service.Config) { c.RedisURL, c.DatabaseURL, c.ConcurrentAppends = p.URL(), "", true })
+	s, p := newProxied(t, func(c *service.Config) { c.DatabaseURL, c.ConcurrentAppends = "", true })
 	ctx := context.Background()
 	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
 	require.NoError(t, err)
@@ -354,13 +362,10 @@ func TestRewindInvocationPastTheCache(t *testing.T) {
 // only the state the create wrote.
 func TestCreateDuringOutage(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	p := startDropProxy(t, u.Host)
-	s := newSmall(t, func(c *service.Config) { c.RedisURL, c.DatabaseURL = p.URL(), "" })
+	s, p := newProxied(t, func(c *service.Config) { c.DatabaseURL = "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "first",
+	_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "first",
 		State: map[string]any{"user:name": "ann", "app:version": 2}})
 	require.NoError(t, err)
 	p.armFor("created-during-outage", 2*time.Second) // longer than go-redis's own retries
@@ -401,12 +406,9 @@ func TestCreateThenDeleteInOneBatch(t *testing.T) {
 // flusher's read.
 func TestDeleteWhileFlushingCreate(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	p := startDropProxy(t, u.Host)
-	s := newSmall(t, func(c *service.Config) { c.DisableFlusher, c.RedisURL = true, p.URL() })
+	s, p := newProxied(t, func(c *service.Config) { c.DisableFlusher = true })
 	ctx := context.Background()
-	_, err = s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
 	require.NoError(t, err)
 	var deleted atomic.Bool
 	p.armBefore("hgetall", func() {
@@ -519,10 +521,7 @@ func TestCreateWhileDatabaseDown(t *testing.T) {
 // A proxy deletes the index just before the range read.
 func TestListWhileIndexEvicted(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	p := startDropProxy(t, u.Host)
-	s := newSmall(t, func(c *service.Config) { c.RedisURL = p.URL() })
+	s, p := newProxied(t, nil)
 	ctx := context.Background()
 	for _, sid := range []string{"flushed", "unflushed"} {
 		_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: sid})
@@ -574,17 +573,14 @@ func lateAppStep(t *testing.T, cause, kind string) {
 	db := pg.FreshDatabase(t)
 	ctx := context.Background()
 	require.NoError(t, service.Migrate(ctx, db))
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	p := startDropProxy(t, u.Host)
-	s := newSmall(t, func(c *service.Config) { c.DatabaseURL, c.DisableFlusher, c.RedisURL = db, true, p.URL() })
+	s, p := newProxied(t, func(c *service.Config) { c.DatabaseURL, c.DisableFlusher = db, true })
 	for _, sid := range []string{"first", "late"} {
 		_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: sid,
 			State: map[string]any{"app:k": "seed"}})
 		require.NoError(t, err)
 	}
 	f := s.svc.NewFlusher(nil)
-	_, err = f.RunOnce(ctx)
+	_, err := f.RunOnce(ctx)
 	require.NoError(t, err)
 	late, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "late"})
 	require.NoError(t, err)
@@ -662,10 +658,7 @@ func TestCreateOverEvictedSession(t *testing.T) {
 	}{{"session evicted", false}, {"session and user index evicted", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			u, err := url.Parse(testenv.RedisURL(t))
-			require.NoError(t, err)
-			p := startDropProxy(t, u.Host)
-			s := newSmall(t, func(c *service.Config) { c.DisableFlusher, c.RedisURL = true, p.URL() })
+			s, p := newProxied(t, func(c *service.Config) { c.DisableFlusher = true })
 			ctx := context.Background()
 			resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s", State: map[string]any{"k": 1}})
 			require.NoError(t, err)
