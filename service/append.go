@@ -458,6 +458,10 @@ func (sess *Session) applyAppended(ev *Event, res *cache.AppendResult, normalize
 // once each.
 func mergeEvents(have, add []*Event) []*Event {
 	for _, e := range add {
+		if n := len(have); n == 0 || have[n-1].Timestamp.Before(e.Timestamp) {
+			have = append(have, e) // the common case: the handle's own append, newest of all
+			continue
+		}
 		i, found := slices.BinarySearchFunc(have, e, func(a, b *Event) int { return a.Timestamp.Compare(b.Timestamp) })
 		if found && have[i].ID == e.ID {
 			continue

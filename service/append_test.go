@@ -113,3 +113,23 @@ func TestApplyAppendedOutOfOrder(t *testing.T) {
 	}
 	require.Equal(t, []string{"e1", "e2", "e3"}, got)
 }
+
+// TestMergeEvents: events join a handle's list in timestamp order, once
+// each, whether newest (the handle's own append) or older (events a
+// concurrent handle appended first). A session's events have distinct
+// timestamps (append.lua moves a time that is not after the last one).
+func TestMergeEvents(t *testing.T) {
+	t.Parallel()
+	at := func(id string, sec int64) *Event { return &Event{ID: id, Timestamp: time.Unix(sec, 0)} }
+	ids := func(evs []*Event) []string {
+		out := make([]string, len(evs))
+		for i, e := range evs {
+			out[i] = e.ID
+		}
+		return out
+	}
+	got := mergeEvents(nil, []*Event{at("a", 1)})
+	got = mergeEvents(got, []*Event{at("c", 3), at("b", 2), at("c", 3), at("d", 4), at("a", 1)})
+	require.Equal(t, []string{"a", "b", "c", "d"}, ids(got))
+	require.True(t, slices.IsSortedFunc(got, func(x, y *Event) int { return x.Timestamp.Compare(y.Timestamp) }))
+}
