@@ -51,7 +51,7 @@ var Layout = []KeySpec{
 		"create.lua, append.lua (user: keys); flusher (m:fl, m:dl); prune_user.lua deletes it", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; flusher: m:fl = revision in the database, m:dl = revision dead-lettered"},
 	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash (flushed.lua gives both CacheTTL together)",
 		"create.lua, append.lua, delete.lua, rewind.lua; hydrate_index.lua rebuilds it from the database and the app index; prune_fence.lua, prune_unfence.lua, prune_user.lua",
-		"List of a user, Create: member = session id, score = last update µs; member \"\" (score 0) = the index lists every session of the user (without it, with a database, it is rebuilt)"},
+		"List of a user, create.lua (with a database, a complete index that lists the id refuses a create of it): member = session id, score = last update µs; member \"\" (score 0) = the index lists every session of the user (without it, with a database, it is rebuilt)"},
 	{"<ns>adk:{<shard>}:as:<app>", "zset", "none; with a database it holds only sessions whose create is not flushed yet (flushed.lua removes the others), without one every session",
 		"create.lua, delete.lua, flushed.lua", "List of a whole app (merged with the database's sessions), user index rebuilds: member = \"<user> NUL <sid>\" (raw ids), score 0, so lexicographic order is (user, sid) byte order"},
 	{"<ns>adk:{<shard>}:log", "stream", "none; entries deleted once flushed",
