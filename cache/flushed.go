@@ -48,8 +48,10 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			if d.UserRev >= 0 {
 				urev = strconv.FormatInt(d.UserRev, 10)
 			}
-			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs},
-				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID))
+			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
+				s.keys.ShardKeys(k.Shard).Guards},
+				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID),
+				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""))
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err

@@ -15,10 +15,13 @@ type HydrateArgs struct {
 	// Events are the newest events, ascending and consecutive up to Rev,
 	// JSON in API form, with their IDs.
 	Events []EventRecord
+	// Guard is the session's read guard, read before the database.
+	Guard ReadGuard
 }
 
 // Hydrate puts a session back into Redis unless Redis already holds it (a
 // concurrent append or another loader won); it reports whether it wrote.
+// ErrReadOutdated when the read's guard moved (read the database again).
 func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (bool, error) {
 	k := s.keys.Session(h.App, h.User, h.SID)
 	args := []any{h.Incarnation, h.CreateTime, h.UpdateTime, h.Rev, ttl.Milliseconds()}
@@ -27,22 +30,31 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 	for _, e := range h.Events {
 		args = append(args, e.Seq, e.Ts, e.ID, e.JSON)
 	}
-	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo}, args...).Int64()
-	if err != nil {
-		return false, fmt.Errorf("hydrate session %s: %w", h.SID, err)
+	args = append(args, h.Guard.field, h.Guard.value)
+	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key}, args...).Int64()
+	return guardedResult(n, err, "hydrate session "+h.SID)
+}
+
+// guardedResult is the result of a hydrate script: whether it wrote, or
+// ErrReadOutdated.
+func guardedResult(n int64, err error, what string) (bool, error) {
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("%s: %w", what, err)
+	case n == codeOutdated:
+		return false, fmt.Errorf("%s: %w", what, ErrReadOutdated)
 	}
 	return n == 1, nil
 }
 
 // HydrateUser puts a user's state read from the database back into Redis
-// unless present; it reports whether it wrote.
-func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, state []Pair, ttl time.Duration) (bool, error) {
+// unless present; it reports whether it wrote. guard is the user's read
+// guard, read before the database: ErrReadOutdated when it moved.
+func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, state []Pair, ttl time.Duration, guard ReadGuard) (bool, error) {
 	args := appendPairs([]any{rev, ttl.Milliseconds()}, state)
-	n, err := s.run(ctx, hydrateStateScript, []string{s.keys.Session(app, user, "").User}, args...).Int64()
-	if err != nil {
-		return false, fmt.Errorf("hydrate user %s: %w", user, err)
-	}
-	return n == 1, nil
+	args = append(args, guard.field, guard.value)
+	n, err := s.run(ctx, hydrateStateScript, []string{s.keys.Session(app, user, "").User, guard.key}, args...).Int64()
+	return guardedResult(n, err, "hydrate user "+user)
 }
 
 // HydrateApp puts an app's state read from the database back into Redis

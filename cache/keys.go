@@ -58,6 +58,9 @@ var Layout = []KeySpec{
 		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), o (its order number, app_order.lua), e (event id)"},
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
 		"flusher (lease_acquire.lua, lease_release.lua)", "flusher: id of the flusher draining this shard"},
+	{"<ns>adk:{<shard>}:g", "hash", "none (at most 128 fields of a counter each)",
+		"flusher (flushed.lua: a session's field when its keys get a TTL or its flushed tombstone goes, the user's when the user hash gets a TTL or one of its tombstones goes); a prune (the fields of the sessions it deleted and of their users)",
+		"hydrate.lua, hydrate_state.lua (user state), hydrate_index.lua: read guards; a cold read reads its field before the database and puts back what it read only while the field is unchanged (docs/design.md, \"Cold reads\")"},
 	{"<ns>adk:{<shard>}:dead", "list", "none; operators inspect and remove entries",
 		"flusher (ack.lua)", "operators, dashboards: what the flusher gave up on, as JSON {id, fields (of the change-log entry), unit, reason, time}; unit is entry, event (+ seq, event or member), session (+ events_written), user state or app state (+ rev, state)"},
 	{"<ns>adk:{a:<app>}:a", "hash", "none",
@@ -184,15 +187,36 @@ func (k Keys) App(app string) AppKeys {
 
 // ShardKeys are the per-shard keys the flusher works on.
 type ShardKeys struct {
-	Log   string // stream: change log
-	Lease string // string: flusher lease
-	Dead  string // list: dead letters
+	Log    string // stream: change log
+	Lease  string // string: flusher lease
+	Dead   string // list: dead letters
+	Guards string // hash: read guards of cold reads (see ReadGuard)
 }
 
 // ShardKeys returns the flusher keys of shard.
 func (k Keys) ShardKeys(shard int) ShardKeys {
 	t := k.tag(shard)
-	return ShardKeys{Log: t + "log", Lease: t + "lease", Dead: t + "dead"}
+	return ShardKeys{Log: t + "log", Lease: t + "lease", Dead: t + "dead", Guards: t + "g"}
+}
+
+// guardFields is the number of fields of a shard's read guards hash: few enough
+// for Redis's compact hash encoding (128 entries), many enough that a cold
+// read rarely waits on another user's flush.
+const guardFields = 128
+
+// GuardField is the field of a session's read guard (sid "" for the user's
+// own: its state and session index) in its shard's read guards hash. Sessions and
+// users share the fields: two that share one only read again more often.
+func GuardField(app, user, sid string) string {
+	const offset, prime = 2166136261, 16777619 // FNV-1a, 32 bits
+	h := uint32(offset)
+	for _, s := range [3]string{app, user, sid} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint32(s[i])) * prime
+		}
+		h *= prime // a NUL between the parts
+	}
+	return strconv.Itoa(int(h % guardFields))
 }
 
 // Meta is the hash of deployment facts (shard count).

@@ -107,13 +107,14 @@ type IndexEntry struct {
 // RebuildUserIndex completes a user's session index from entries (the
 // sessions of the database and the user's unflushed creates) and marks it
 // complete; see hydrate_index.lua. An index that did not exist or had a TTL
-// gets ttl.
-func (s *Store) RebuildUserIndex(ctx context.Context, app, user string, entries []IndexEntry, ttl time.Duration) error {
+// gets ttl. guard is the user's read guard, read before the database:
+// ErrReadOutdated when it moved.
+func (s *Store) RebuildUserIndex(ctx context.Context, app, user string, entries []IndexEntry, ttl time.Duration, guard ReadGuard) error {
 	k := s.keys.Session(app, user, "")
-	keys := make([]string, 1, 1+len(entries))
-	keys[0] = k.UserIndex
-	args := make([]any, 1, 1+2*len(entries))
-	args[0] = ttl.Milliseconds()
+	keys := make([]string, 2, 2+len(entries))
+	keys[0], keys[1] = k.UserIndex, guard.key
+	args := make([]any, 3, 3+2*len(entries))
+	args[0], args[1], args[2] = ttl.Milliseconds(), guard.field, guard.value
 	for _, e := range entries {
 		keys = append(keys, s.keys.Session(app, user, e.SID).Session)
 		ut := ""
@@ -122,10 +123,9 @@ func (s *Store) RebuildUserIndex(ctx context.Context, app, user string, entries 
 		}
 		args = append(args, e.SID, ut)
 	}
-	if err := s.run(ctx, hydrateIndexScript, keys, args...).Err(); err != nil {
-		return fmt.Errorf("rebuild the session index of user %s: %w", user, err)
-	}
-	return nil
+	n, err := s.run(ctx, hydrateIndexScript, keys, args...).Int64()
+	_, err = guardedResult(n, err, "rebuild the session index of user "+user)
+	return err
 }
 
 // ListUser lists a user's sessions, newest update first, limit at a time,

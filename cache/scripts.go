@@ -140,6 +140,7 @@ const (
 	codeDuplicate  = -8
 	codeCheckID    = -9
 	codeExists     = -10
+	codeOutdated   = -11
 )
 
 // Statuses the scripts report that never reach a caller of adksession: the
@@ -180,6 +181,8 @@ func codeError(code int64) error {
 		return ErrUserNotCached
 	case codeIncomplete:
 		return ErrIncomplete
+	case codeOutdated:
+		return ErrReadOutdated
 	}
 	return fmt.Errorf("adksession: unknown script status %d", code)
 }

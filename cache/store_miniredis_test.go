@@ -101,7 +101,11 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 	if err := s.Create(ctx, create); !errors.Is(err, ErrUserNotCached) {
 		t.Fatalf("create without the user's state: got %v, want ErrUserNotCached", err)
 	}
-	if _, err := s.HydrateUser(ctx, "a", "u", 0, nil, time.Hour); err != nil {
+	guard, err := s.ReadGuard(ctx, "a", "u", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HydrateUser(ctx, "a", "u", 0, nil, time.Hour, guard); err != nil {
 		t.Fatal(err)
 	}
 	// And a session index that is not complete may lack a session Redis
@@ -109,7 +113,7 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 	if err := s.Create(ctx, create); !errors.Is(err, ErrUserNotCached) {
 		t.Fatalf("create with an incomplete session index: got %v, want ErrUserNotCached", err)
 	}
-	if err := s.RebuildUserIndex(ctx, "a", "u", nil, time.Hour); err != nil {
+	if err := s.RebuildUserIndex(ctx, "a", "u", nil, time.Hour, guard); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Create(ctx, create); err != nil {

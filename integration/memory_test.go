@@ -89,7 +89,7 @@ func testKeysExpire(t *testing.T, url string) {
 	require.NoError(t, err)
 	e.flush(e.svc)
 
-	fixed := map[string]bool{"meta": true, "stats": true, "log": true, "dead": true, "a": true, "ap": true, "ao": true}
+	fixed := map[string]bool{"meta": true, "stats": true, "log": true, "dead": true, "g": true, "a": true, "ap": true, "ao": true}
 	seen := map[string]int{}
 	for _, key := range e.namespaceKeys() {
 		kind := e.keyKind(key)

@@ -44,6 +44,7 @@ func runTrustScripts(t *testing.T, url string) {
 	t.Run("StoredTimestampInJSON", func(t *testing.T) { t.Parallel(); testStoredTimestampInJSON(t, url) })
 	t.Run("AppChangeOrder", func(t *testing.T) { t.Parallel(); testAppChangeOrder(t, url) })
 	t.Run("CreateChecksUserIndex", func(t *testing.T) { t.Parallel(); testCreateChecksUserIndex(t, url) })
+	t.Run("ReadGuards", func(t *testing.T) { t.Parallel(); testReadGuards(t, url) })
 }
 
 // testCreateChecksUserIndex: with a database, create.lua creates a session
@@ -280,6 +281,12 @@ func testBadScriptArguments(t *testing.T, url string) {
 	sessKeys := func(ks ...string) []string { return ks }
 	appendKeys := sessKeys(k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs)
 	inc := e.hash(k.Session)["m:inc"]
+	guards := e.keys.ShardKeys(k.Shard).Guards
+	h := e.keys.Session("app", "u", "h")
+	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards)
+	flushedKeys := sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards)
+	v := e.keys.Session("app", "v", "")
+	vGuards := e.keys.ShardKeys(v.Shard).Guards
 	goodAppend := func() []any {
 		return []any{"1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "3600000", "0", "app", "u", "s", "", "", "x", "0",
 			"1", "k", "1", "0", "0", "0"}
@@ -312,13 +319,20 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"create: pairs beyond the arguments", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "", "5", "k", "1", "0"}},
-		{"hydrate: seqs not ending at the revision", lua.Hydrate,
-			sessKeys(e.keys.Session("app", "u", "h").Session, e.keys.Session("app", "u", "h").Events, e.keys.Session("app", "u", "h").EventIDs),
-			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}"}},
-		{"hydrate_state: revision not an integer", lua.HydrateState, sessKeys(e.keys.Session("app", "v", "").User),
-			[]any{"x", "", "0"}},
-		{"hydrate_index: update time not an integer", lua.HydrateIndex, sessKeys(e.keys.Session("app", "v", "").UserIndex, e.keys.Session("app", "v", "x").Session),
-			[]any{"60000", "x", "soon"}},
+		{"hydrate: seqs not ending at the revision", lua.Hydrate, hydrateKeys,
+			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", ""}},
+		{"hydrate: read guard arguments missing", lua.Hydrate, hydrateKeys,
+			[]any{"1", "1", "1", "3", "60000", "0", "1", "3", "1000", "e", "{}"}},
+		{"hydrate_state: revision not an integer", lua.HydrateState, sessKeys(v.User, vGuards),
+			[]any{"x", "", "0", "0", ""}},
+		{"hydrate_state: read guard arguments missing", lua.HydrateState, sessKeys(v.User, vGuards),
+			[]any{"1", "", "0"}},
+		{"hydrate_index: update time not an integer", lua.HydrateIndex,
+			sessKeys(v.UserIndex, vGuards, e.keys.Session("app", "v", "x").Session),
+			[]any{"60000", "0", "", "x", "soon"}},
+		{"hydrate_index: read guard arguments missing", lua.HydrateIndex,
+			sessKeys(v.UserIndex, vGuards, e.keys.Session("app", "v", "x").Session),
+			[]any{"60000", "x", "1"}},
 		{"app_apply: pairs beyond the arguments", lua.AppApply, sessKeys(a.State, a.Applied, a.Order),
 			[]any{"id", "1000", "1000", "0", "", "", "3"}},
 		{"app_apply: order not an integer", lua.AppApply, sessKeys(a.State, a.Applied, a.Order),
@@ -328,12 +342,14 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"app_order: database flag neither 1 nor 0", lua.AppOrder, sessKeys(a.State, a.Order), []any{"yes"}},
 		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "0", "app", "u", "s", "r", "1", "4", "k", "1"}},
-		{"flushed: TTL not an integer", lua.Flushed,
-			sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs),
-			[]any{inc, "1", "", "soon", "1000", "u:s"}},
-		{"flushed: an argument too many", lua.Flushed,
-			sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs),
-			[]any{inc, "1", "", "60000", "1000", "u:s", "extra"}},
+		{"flushed: TTL not an integer", lua.Flushed, flushedKeys,
+			[]any{inc, "1", "", "soon", "1000", "u:s", "1", "2"}},
+		{"flushed: an argument too many", lua.Flushed, flushedKeys,
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "extra"}},
+		{"flushed: read guard fields missing", lua.Flushed, flushedKeys,
+			[]any{inc, "1", "", "60000", "1000", "u:s"}},
+		{"flushed: empty read guard field", lua.Flushed, flushedKeys,
+			[]any{inc, "1", "", "60000", "1000", "u:s", "", "2"}},
 		{"ack: more dead letters than arguments", lua.Ack, sessKeys(k.Log, e.keys.ShardKeys(k.Shard).Dead),
 			[]any{"5", "{}"}},
 		{"state_dead: revision not an integer", lua.StateDead, sessKeys(k.User), []any{"1.5"}},
@@ -573,4 +589,74 @@ func (e *wbEnv) hash(key string) map[string]string {
 	h, err := e.rdb.HGetAll(wbCtx(e.t), key).Result()
 	require.NoError(e.t, err)
 	return h
+}
+
+// testReadGuards: flushed.lua moves a session's read guard when the
+// session's keys get a TTL and when its flushed tombstone goes, and the
+// user's when the user hash gets a TTL and when one of the user's
+// tombstones goes; hydrate.lua, hydrate_state.lua and hydrate_index.lua put
+// a cold read back only while the guard holds the value read before the
+// database, else answer -11 with nothing written (docs/design.md, "Cold
+// reads").
+func testReadGuards(t *testing.T, url string) {
+	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	ctx := wbCtx(t)
+	k := e.keys.Session("app", "u", "s")
+	guards := e.keys.ShardKeys(k.Shard).Guards
+	sf, uf := cache.GuardField("app", "u", "s"), cache.GuardField("app", "u", "")
+	require.NotEqual(t, sf, uf, "distinct fields, so that each move is seen")
+	field := func(f string) string { return e.rdb.HGet(ctx, guards, f).Val() }
+
+	sess := e.create(e.svc, "app", "u", "s", map[string]any{"user:n": 1})
+	e.mustAppend(e.svc, sess, "inv", "hi", map[string]any{"k": 1})
+	s0, u0 := field(sf), field(uf)
+	e.flushOnce()
+	s1, u1 := field(sf), field(uf)
+	require.NotEqual(t, s0, s1, "the session's keys got a TTL")
+	require.NotEqual(t, u0, u1, "the user hash got a TTL")
+	e.delete(e.svc, "app", "u", "s")
+	e.flushOnce()
+	require.NotEqual(t, s1, field(sf), "the session's tombstone went")
+	require.NotEqual(t, u1, field(uf), "a tombstone of the user went")
+
+	// Each script, for keys Redis does not hold: refused while the guard
+	// moved, with nothing written; run with the value it holds.
+	h := e.keys.Session("app", "w", "h")
+	hg := e.keys.ShardKeys(h.Shard).Guards
+	hf, wf := cache.GuardField("app", "w", "h"), cache.GuardField("app", "w", "")
+	require.NoError(t, e.rdb.HIncrBy(ctx, hg, hf, 3).Err())
+	require.NoError(t, e.rdb.HIncrBy(ctx, hg, wf, 5).Err())
+	now := e.rdb.HGetAll(ctx, hg).Val()
+	for _, c := range []struct {
+		name   string
+		script string
+		keys   []string
+		args   func(field, value string) []any
+	}{
+		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg}, func(f, v string) []any {
+			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v}
+		}},
+		{"hydrate_state", lua.HydrateState, []string{h.User, hg}, func(f, v string) []any { return []any{"1", "60000", "0", f, v} }},
+		{"hydrate_index", lua.HydrateIndex, []string{h.UserIndex, hg, h.Session}, func(f, v string) []any { return []any{"60000", f, v, "h", "1000"} }},
+	} {
+		f := wf
+		if c.script == lua.Hydrate {
+			f = hf
+		}
+		for _, stale := range []string{"", "1", "2"} {
+			before := e.dump()
+			n, err := e.rdb.Eval(ctx, c.script, c.keys, c.args(f, stale)...).Int64()
+			require.NoError(t, err, c.name)
+			require.EqualValues(t, -11, n, "%s with the guard read as %q (now %s)", c.name, stale, now[f])
+			require.Equal(t, before, e.dump(), "%s: nothing written", c.name)
+		}
+		n, err := e.rdb.Eval(ctx, c.script, c.keys, c.args(f, now[f])...).Int64()
+		require.NoError(t, err, c.name)
+		require.EqualValues(t, 1, n, c.name)
+	}
+	require.Equal(t, "1", e.hash(h.Session)["m:rev"])
+	require.Equal(t, "1", e.hash(h.User)["m:rev"])
+	score, err := e.rdb.ZScore(ctx, h.UserIndex, "h").Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, score)
 }

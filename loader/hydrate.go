@@ -12,23 +12,27 @@ import (
 // hydrateSession reads a session and its newest events from the database
 // and puts them into Redis, with its user's state when Redis lost that too.
 func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) error {
-	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
-	s, err := l.opts.DB.LoadSession(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
-	if errors.Is(err, cache.ErrNotFound) {
-		return cache.SessionError(cache.ErrNotFound, app, user, sid)
-	}
-	if err != nil {
-		return fmt.Errorf("load session %s from the database: %w", sid, err)
-	}
-	h := cache.HydrateArgs{
-		App: app, User: user, SID: sid, Incarnation: s.Incarnation,
-		CreateTime: s.CreateTime.UnixMicro(), UpdateTime: s.UpdateTime.UnixMicro(), Rev: s.Rev,
-		State: statePairs(s.State),
-	}
-	if h.Events, err = records(s.Events); err != nil {
+	err := l.guarded(ctx, app, user, sid, func(guard cache.ReadGuard) error {
+		key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
+		s, err := l.opts.DB.LoadSession(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
+		if errors.Is(err, cache.ErrNotFound) {
+			return cache.SessionError(cache.ErrNotFound, app, user, sid)
+		}
+		if err != nil {
+			return fmt.Errorf("load session %s from the database: %w", sid, err)
+		}
+		h := cache.HydrateArgs{
+			App: app, User: user, SID: sid, Incarnation: s.Incarnation,
+			CreateTime: s.CreateTime.UnixMicro(), UpdateTime: s.UpdateTime.UnixMicro(), Rev: s.Rev,
+			State: statePairs(s.State), Guard: guard,
+		}
+		if h.Events, err = records(s.Events); err != nil {
+			return err
+		}
+		_, err = l.cache.Hydrate(ctx, h, l.opts.CacheTTL)
 		return err
-	}
-	if _, err := l.cache.Hydrate(ctx, h, l.opts.CacheTTL); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	if _, ok, err := l.cache.UserState(ctx, app, user); err != nil || ok {
@@ -37,14 +41,39 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 	return l.hydrateUser(ctx, app, user)
 }
 
+// maxGuardedReads bounds the reads of one cold read whose guard the
+// flusher keeps moving (see cache.ReadGuard).
+const maxGuardedReads = 8
+
+// guarded runs read, a cold read of the database that puts what it read
+// back into Redis under guard, the read guard of session sid of user (""
+// for the user's own), read first; again while its guard moved meanwhile
+// (the flusher wrote newer data or a delete to the database, and Redis may
+// have let go of it: docs/design.md, "Cold reads").
+func (l *Loader) guarded(ctx context.Context, app, user, sid string, read func(guard cache.ReadGuard) error) error {
+	for i := 1; ; i++ {
+		guard, err := l.cache.ReadGuard(ctx, app, user, sid)
+		if err != nil {
+			return err
+		}
+		if err = read(guard); !errors.Is(err, cache.ErrReadOutdated) || i == maxGuardedReads {
+			return err
+		}
+	}
+}
+
 // hydrateUser puts a user's state back into Redis, and completes the
 // user's session index if Redis lost it.
 func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
-	state, rev, err := l.opts.DB.LoadUserState(ctx, app, user)
+	err := l.guarded(ctx, app, user, "", func(guard cache.ReadGuard) error {
+		state, rev, err := l.opts.DB.LoadUserState(ctx, app, user)
+		if err != nil {
+			return fmt.Errorf("load user state of %s from the database: %w", user, err)
+		}
+		_, err = l.cache.HydrateUser(ctx, app, user, rev, statePairs(state), l.opts.CacheTTL, guard)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("load user state of %s from the database: %w", user, err)
-	}
-	if _, err := l.cache.HydrateUser(ctx, app, user, rev, statePairs(state), l.opts.CacheTTL); err != nil {
 		return err
 	}
 	return l.completeUserIndex(ctx, app, user)

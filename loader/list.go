@@ -223,22 +223,24 @@ func (l *Loader) completeUserIndex(ctx context.Context, app, user string) error 
 	if _, complete, err := l.cache.UserIndexState(ctx, app, user); err != nil || complete {
 		return err
 	}
-	// Redis first, then the database: a create flushed in between is in
-	// the database by then.
-	unflushed, err := l.cache.UnflushedSessions(ctx, app, user)
-	if err != nil {
-		return err
-	}
-	times, err := l.opts.DB.SessionTimes(ctx, app, user)
-	if err != nil {
-		return fmt.Errorf("list sessions of user %s in the database: %w", user, err)
-	}
-	entries := make([]cache.IndexEntry, 0, len(times)+len(unflushed))
-	for _, t := range times {
-		entries = append(entries, cache.IndexEntry{SID: t.SessionID, Stored: true, UpdateTime: t.UpdateTime.UnixMicro()})
-	}
-	for _, sid := range unflushed {
-		entries = append(entries, cache.IndexEntry{SID: sid})
-	}
-	return l.cache.RebuildUserIndex(ctx, app, user, entries, l.opts.CacheTTL)
+	return l.guarded(ctx, app, user, "", func(guard cache.ReadGuard) error {
+		// Redis first, then the database: a create flushed in between is in
+		// the database by then.
+		unflushed, err := l.cache.UnflushedSessions(ctx, app, user)
+		if err != nil {
+			return err
+		}
+		times, err := l.opts.DB.SessionTimes(ctx, app, user)
+		if err != nil {
+			return fmt.Errorf("list sessions of user %s in the database: %w", user, err)
+		}
+		entries := make([]cache.IndexEntry, 0, len(times)+len(unflushed))
+		for _, t := range times {
+			entries = append(entries, cache.IndexEntry{SID: t.SessionID, Stored: true, UpdateTime: t.UpdateTime.UnixMicro()})
+		}
+		for _, sid := range unflushed {
+			entries = append(entries, cache.IndexEntry{SID: sid})
+		}
+		return l.cache.RebuildUserIndex(ctx, app, user, entries, l.opts.CacheTTL, guard)
+	})
 }

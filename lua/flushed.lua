@@ -12,6 +12,7 @@
 -- KEYS[5] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
 -- KEYS[7] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
+-- KEYS[8] -> read guards hash <ns>adk:{shard}:g
 -- ARGV[1] -> incarnation the flushed changes belong to
 -- ARGV[2] -> last seq now in the database; "d" for a flushed delete; "" when nothing of the session was
 --            written (the database refused it: its keys keep no TTL)
@@ -19,6 +20,10 @@
 -- ARGV[4] -> TTL in ms for idle, fully flushed keys
 -- ARGV[5] -> most flushed events to keep cached
 -- ARGV[6] -> member of the session in the app index
+-- ARGV[7], ARGV[8] -> the session's and the user's fields in the read guards hash: each is moved (HINCRBY) when
+--            Redis may let go of what the database now holds newer than a cold read that began before
+--            (docs/design.md, "Cold reads"): the session's when its keys get a TTL or its tombstone goes,
+--            the user's when the user hash gets a TTL or one of the user's tombstones goes
 -- Returns the number of events trimmed.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
@@ -30,8 +35,12 @@ if ARGV[3] ~= '' then
   argv_int(3, 0, MAX_INT)
 end
 local ttl, keep = argv_int(4, 1, MAX_INT), argv_int(5, 0, MAX_INT)
-if #ARGV ~= 6 then
-  fail('flushed: ' .. #ARGV .. ' arguments, 6 expected')
+if #ARGV ~= 8 then
+  fail('flushed: ' .. #ARGV .. ' arguments, 8 expected')
+end
+local guards, sfield, ufield = KEYS[8], ARGV[7], ARGV[8]
+if sfield == '' or ufield == '' then
+  fail('flushed: empty guard field')
 end
 
 if ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
@@ -48,6 +57,7 @@ elseif ARGV[3] ~= '' then
     redis.call('PEXPIRE', user, ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
     redis.call('HSET', user, 'm:ttl', 1)
+    redis.call('HINCRBY', guards, ufield, 1)
   end
 end
 
@@ -58,6 +68,8 @@ end
 if meta[2] == '1' then
   if ARGV[2] == 'd' then
     redis.call('DEL', sess)
+    redis.call('HINCRBY', guards, sfield, 1)
+    redis.call('HINCRBY', guards, ufield, 1)
   end
   return 0
 end
@@ -110,5 +122,6 @@ if fl >= rev then
   redis.call('PEXPIRE', ids, ttl)
   redis.call('HSET', sess, 'm:ttl', 1)
   redis.call('PEXPIRE', undo, ttl)
+  redis.call('HINCRBY', guards, sfield, 1)
 end
 return trim

@@ -6,17 +6,21 @@
 -- KEYS[3] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- KEYS[4] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (removed: rewinds of a session read back
 --                             from the database replay its history)
+-- KEYS[5] -> read guards hash <ns>adk:{shard}:g
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
 -- ARGV[6] -> number of state pairs S, then S pairs (key, JSON value)
 -- then E, then E quadruples (seq, timestamp µs, event id, event JSON), ascending and consecutive, the last
 -- one's seq = ARGV[4]
+-- then the session's field in the read guards hash, and its value read before the database ("" = absent)
 -- The indexes are left alone: a session in the database is in the user index
 -- while that index is complete, and app listings read it from the database.
--- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone).
+-- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone), -11 when the guard moved
+-- (the flusher changed the session in the database, and Redis may have let go of it, since the read began:
+-- read it again), with nothing written.
 -- Bad arguments are an error reply, with nothing written.
-local sess, events, ids, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local sess, events, ids, undo, guards = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 local inc = int(argv_int(1, 0, MAX_INT))
 local ct = int(argv_int(2, 0, MAX_INT))
@@ -25,8 +29,8 @@ local rev = argv_int(4, 0, MAX_INT)
 local ttl = argv_int(5, 1, MAX_INT)
 local svals, _, i = argv_pairs(6, 's:')
 local n = argv_int(i, 0, MAX_INT)
-if i + 4 * n ~= #ARGV then
-  fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 4 * n) .. ' expected')
+if i + 4 * n + 2 ~= #ARGV then
+  fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 4 * n + 2) .. ' expected')
 end
 local first = rev + 1
 local members, idlist = {}, {}
@@ -51,6 +55,9 @@ end
 local cnt = tonumber(meta[3])
 if meta[1] and redis.call('ZCARD', events) == cnt and redis.call('ZCARD', ids) == cnt then
   return 0
+end
+if guard_moved(guards, ARGV[#ARGV - 1], ARGV[#ARGV]) then
+  return -11
 end
 -- Missing, or partly evicted: replace whatever is left (keys with a TTL hold only flushed data).
 redis.call('DEL', sess, events, ids, undo)

@@ -2,10 +2,15 @@
 -- back into Redis, unless Redis has it already.
 --
 -- KEYS[1] -> state hash       <ns>adk:{shard}:u:<app>:<user>  or  <ns>adk:{a:<app>}:a
+-- KEYS[2] -> read guards hash <ns>adk:{shard}:g (a user's state only)
 -- ARGV[1] -> revision of the state in the database
 -- ARGV[2] -> TTL in ms ("" = none)
 -- ARGV[3] -> number of pairs P, then P pairs (key without prefix, JSON value)
--- Returns 1 hydrated, 0 when Redis already holds the state.
+-- then, with KEYS[2], the user's field in the read guards hash and its value read before the database ("" =
+-- absent). App state has no guard: it never expires.
+-- Returns 1 hydrated, 0 when Redis already holds the state, -11 when the guard moved (the flusher changed the
+-- state in the database, and Redis may have let go of it, since the read began: read it again), with nothing
+-- written.
 -- Bad arguments are an error reply, with nothing written.
 local state = KEYS[1]
 local rev = int(argv_int(1, 0, MAX_INT))
@@ -14,12 +19,17 @@ if ttl ~= '' then
   ttl = argv_int(2, 1, MAX_INT)
 end
 local fields, _, i = argv_pairs(3, 's:')
-if i - 1 ~= #ARGV then
-  fail('hydrate_state: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+local guarded = #KEYS == 2
+local want = guarded and i + 1 or i - 1
+if want ~= #ARGV then
+  fail('hydrate_state: ' .. #ARGV .. ' arguments, ' .. want .. ' expected')
 end
 
 if redis.call('EXISTS', state) == 1 then
   return 0
+end
+if guarded and guard_moved(KEYS[2], ARGV[i], ARGV[i + 1]) then
+  return -11
 end
 redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev)
 chunked('HSET', state, fields)

@@ -18,6 +18,13 @@ local function unexpire(sess, events, ids, undo)
   redis.call('HDEL', sess, 'm:ttl')
 end
 
+-- guard_moved tells whether a cold read's guard (docs/design.md, "Cold reads") moved since the read began:
+-- the field of the read guards hash no longer holds gen ("" = absent). The database may then hold newer data than
+-- the read, and what the read would put back into Redis is outdated.
+local function guard_moved(guards, field, gen)
+  return (redis.call('HGET', guards, field) or '') ~= gen
+end
+
 -- fail raises an error reply naming the script's bad input; nothing has been written when it is called.
 local function fail(msg)
   error({err = 'ERR adksession: ' .. msg})

@@ -243,6 +243,15 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 		if err := p.unfence(ctx, lift); err != nil {
 			return err
 		}
+		// A cold read that read a deleted session before the delete must not
+		// put it back once its fence is gone (cache.ReadGuard).
+		deleted := make([]cache.FenceRef, len(done.Deleted))
+		for i, k := range done.Deleted {
+			deleted[i] = cache.FenceRef{App: k.AppName, User: k.UserID, SID: k.SessionID}
+		}
+		if err := p.s.cache.MoveGuards(ctx, deleted); err != nil {
+			return err
+		}
 	}
 	// Sessions the database no longer had were deleted meanwhile: their
 	// fence expires on its own.

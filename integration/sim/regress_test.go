@@ -696,3 +696,196 @@ func TestCreateOverEvictedSession(t *testing.T) {
 		})
 	}
 }
+
+// A cold read puts a session, a user's state or a user's session index back
+// into Redis from what it read in the database. When the database changes in
+// between (a delete or newer events flushed, and Redis then lets go of the
+// keys), what it puts back is stale. A proxy runs the change just before the
+// script that puts the read back (docs/design.md, "Cold reads").
+
+// evictSession deletes a flushed session's keys, as Redis's eviction would
+// (they carry a TTL once flushed).
+func (s *small) evictSession(app, user, sid string, withUser bool) {
+	s.t.Helper()
+	keys, err := cache.NewKeys(s.ns, 4)
+	require.NoError(s.t, err)
+	k := keys.Session(app, user, sid)
+	gone := []string{k.Session, k.Events, k.Temp, k.Undo, k.EventIDs}
+	if withUser {
+		gone = append(gone, k.User, k.UserIndex)
+	}
+	for _, key := range gone[:3] {
+		if s.rdb.Exists(context.Background(), key).Val() == 1 {
+			require.Positive(s.t, s.rdb.PTTL(context.Background(), key).Val(), "%s carries a TTL: it is flushed", key)
+		}
+	}
+	require.NoError(s.t, s.rdb.Del(context.Background(), gone...).Err())
+}
+
+// newColdSession is a deployment without a flusher of its own, behind the
+// drop proxy, with session s of user u in app a: created, one event (with
+// delta) appended, flushed and evicted (with its user's state and index
+// when withUser).
+func newColdSession(t *testing.T, delta map[string]any, withUser bool) (*small, *dropProxy) {
+	t.Helper()
+	s, p := newProxied(t, func(c *service.Config) { c.DisableFlusher = true })
+	ctx := context.Background()
+	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	require.NoError(t, s.svc.AppendEvent(ctx, resp.Session, &service.Event{InvocationID: "i1", Author: "user",
+		Actions: service.EventActions{StateDelta: delta}}))
+	require.NoError(t, s.flushOnce())
+	s.evictSession("a", "u", "s", withUser)
+	return s, p
+}
+
+// appendFlushEvict reads session s of user u in app a (putting it back into
+// Redis), appends an event with delta, flushes it and evicts the session
+// and its user's state and index: newer data, in the database only.
+func (s *small) appendFlushEvict(delta map[string]any) error {
+	ctx := context.Background()
+	h, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	if err != nil {
+		return err
+	}
+	if err := s.svc.AppendEvent(ctx, h.Session, &service.Event{InvocationID: "later", Author: "user",
+		Actions: service.EventActions{StateDelta: delta}}); err != nil {
+		return err
+	}
+	if err := s.flushOnce(); err != nil {
+		return err
+	}
+	s.evictSession("a", "u", "s", true)
+	return nil
+}
+
+// flushOnce runs one pass of a flusher of its own (the Service's is off).
+func (s *small) flushOnce() error {
+	ctx := context.Background()
+	f := s.svc.NewFlusher(nil)
+	if _, err := f.RunOnce(ctx); err != nil {
+		return err
+	}
+	return f.Stop(ctx)
+}
+
+// TestColdReadWhileDeleteFlushed: a Get of an evicted session that is
+// deleted (and the delete flushed) while the Get reads the database does
+// not bring the session back.
+func TestColdReadWhileDeleteFlushed(t *testing.T) {
+	t.Parallel()
+	s, p := newColdSession(t, nil, false)
+	ctx := context.Background()
+	var hookErr error
+	p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
+		if hookErr = s.svc.Delete(ctx, &service.DeleteRequest{AppName: "a", UserID: "u", SessionID: "s"}); hookErr == nil {
+			hookErr = s.flushOnce()
+		}
+	})
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, hookErr)
+	require.ErrorIs(t, err, service.ErrNotFound, "a deleted session: %v", got)
+	_, err = s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.ErrorIs(t, err, service.ErrNotFound)
+	list, err := s.svc.List(ctx, &service.ListRequest{AppName: "a", UserID: "u"})
+	require.NoError(t, err)
+	require.Empty(t, list.Sessions)
+}
+
+// TestColdReadWhileNewerFlushed: a Get of an evicted session whose newer
+// events are appended, flushed and evicted again while the Get reads the
+// database puts back the session with every event, not the older read.
+func TestColdReadWhileNewerFlushed(t *testing.T) {
+	t.Parallel()
+	s, p := newColdSession(t, map[string]any{"k": 1, "user:n": 1}, true)
+	ctx := context.Background()
+	var hookErr error
+	p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
+		hookErr = s.appendFlushEvict(map[string]any{"k": 2, "user:n": 2})
+	})
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, hookErr)
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"k": float64(2), "user:n": float64(2)}, stateOf(got.Session))
+	require.Len(t, eventsOf(got.Session), 2)
+	// And the next append follows the newest event.
+	require.NoError(t, s.svc.AppendEvent(ctx, got.Session, &service.Event{InvocationID: "i3", Author: "user"}))
+	require.NoError(t, s.flushOnce())
+	got, err = s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	require.Len(t, eventsOf(got.Session), 3)
+}
+
+// TestColdUserReadWhileNewerFlushed: a cold read of a user's state whose
+// newer revision is flushed and evicted while the read is in the database
+// puts back the newer state.
+func TestColdUserReadWhileNewerFlushed(t *testing.T) {
+	t.Parallel()
+	s, p := newColdSession(t, map[string]any{"user:n": 1}, true)
+	ctx := context.Background()
+	var hookErr error
+	p.armBefore(redis.NewScript(lua.HydrateState).Hash(), func() { hookErr = s.appendFlushEvict(map[string]any{"user:n": 2}) })
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, hookErr)
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"user:n": float64(2)}, stateOf(got.Session))
+	us, err := s.svc.GetUserState(ctx, "a", "u")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"n": float64(2)}, us)
+}
+
+// TestIndexRebuildWhileDeleteFlushed: a rebuild of a user's session index
+// that reads the database before a delete of one of the user's sessions is
+// flushed does not list that session: it is not listed, and its id can be
+// created again.
+func TestIndexRebuildWhileDeleteFlushed(t *testing.T) {
+	t.Parallel()
+	s, p := newProxied(t, func(c *service.Config) { c.DisableFlusher = true })
+	ctx := context.Background()
+	for _, sid := range []string{"kept", "deleted"} {
+		_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: sid})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.flushOnce())
+	keys, err := cache.NewKeys(s.ns, 4)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, s.rdb.Del(ctx, keys.Session("a", "u", "").UserIndex).Val(), "the index evicted")
+	var hookErr error
+	p.armBefore(redis.NewScript(lua.HydrateIndex).Hash(), func() {
+		if hookErr = s.svc.Delete(ctx, &service.DeleteRequest{AppName: "a", UserID: "u", SessionID: "deleted"}); hookErr == nil {
+			hookErr = s.flushOnce()
+		}
+	})
+	list, err := s.svc.List(ctx, &service.ListRequest{AppName: "a", UserID: "u"})
+	require.NoError(t, hookErr)
+	require.NoError(t, err)
+	var ids []string
+	for _, sess := range list.Sessions {
+		ids = append(ids, sess.ID())
+	}
+	require.Equal(t, []string{"kept"}, ids)
+	_, err = s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "deleted"})
+	require.NoError(t, err, "the id is free again")
+}
+
+// TestColdReadWhilePruned: a Get of an evicted session that a prune deletes
+// from the database while the Get reads it does not bring the session back
+// once the prune's fence (a tombstone with a TTL) is gone.
+func TestColdReadWhilePruned(t *testing.T) {
+	t.Parallel()
+	s, p := newColdSession(t, nil, false)
+	ctx := context.Background()
+	var pruned int64
+	var hookErr error
+	p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
+		sum, err := s.svc.Prune(ctx, service.PruneRequest{IdleFor: time.Microsecond, AppName: "a"})
+		if hookErr = err; err == nil {
+			pruned = sum.Sessions
+			s.evictSession("a", "u", "s", false) // the fence, as an eviction would
+		}
+	})
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, hookErr)
+	require.EqualValues(t, 1, pruned)
+	require.ErrorIs(t, err, service.ErrNotFound, "a pruned session: %v", got)
+}

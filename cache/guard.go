@@ -1,0 +1,59 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ReadGuard is where a cold read stands against the flusher (docs/design.md,
+// "Cold reads"). A read from the database that Redis is to keep may be
+// outdated by the time its script runs: the flusher may have written newer
+// events or a delete since, and Redis let go of the keys that held them (a
+// TTL once flushed, a tombstone removed once its delete is in the
+// database). The flusher moves a counter in the shard's read guards hash
+// whenever that can happen; a cold read reads the counter before the
+// database (Store.ReadGuard), and its script puts the read back only while
+// the counter is unchanged, else answers ErrReadOutdated with nothing
+// written: read the database again.
+type ReadGuard struct {
+	key, field, value string
+}
+
+// ErrReadOutdated: a cold read's guard moved while it read the database
+// (see ReadGuard). Never returned to a caller of adksession: the loader
+// reads again.
+var ErrReadOutdated = errors.New("adksession: database read outdated by a flush")
+
+// ReadGuard reads the guard of session sid of user (sid "": the user's own,
+// for its state and session index) before a cold read of the database.
+func (s *Store) ReadGuard(ctx context.Context, app, user, sid string) (ReadGuard, error) {
+	g := ReadGuard{key: s.keys.ShardKeys(s.keys.Shard(app, user)).Guards, field: GuardField(app, user, sid)}
+	v, err := s.rdb.HGet(ctx, g.key, g.field).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return ReadGuard{}, fmt.Errorf("read guard: %w", err)
+	}
+	g.value = v
+	return g, nil
+}
+
+// MoveGuards moves the guards of sessions and of their users: after a prune
+// deleted them from the database (their fences, tombstones with a TTL, may
+// go before a cold read that began before the delete puts them back).
+func (s *Store) MoveGuards(ctx context.Context, refs []FenceRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	for _, r := range refs {
+		key := s.keys.ShardKeys(s.keys.Shard(r.App, r.User)).Guards
+		pipe.HIncrBy(ctx, key, GuardField(r.App, r.User, r.SID), 1)
+		pipe.HIncrBy(ctx, key, GuardField(r.App, r.User, ""), 1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("move read guards: %w", err)
+	}
+	return nil
+}
