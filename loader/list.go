@@ -131,9 +131,12 @@ func mergeKeys(a []cache.ListItem, rows []persist.SessionSummary) []cache.ListIt
 }
 
 // fill reads the sessions of items: from Redis (one pipeline), else from
-// what the database already returned (have, may be nil), else from the
-// database in one query. Deleted sessions, and those neither store has, are
-// left out; the others keep their order.
+// the database in one query, read after Redis. Deleted sessions, and those
+// neither store has, are left out; the others keep their order. have (may
+// be nil) is what the database returned before: only its user states are
+// used. Its sessions are not: one deleted since, whose delete was flushed
+// and whose tombstone Redis removed before the read of Redis, would be
+// listed (found by the simulation, TestAppListWhileDeleteFlushed).
 func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, have *persist.Listing) ([]Listed, error) {
 	if len(items) == 0 {
 		return nil, nil
@@ -144,10 +147,7 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, h
 	}
 	rows := map[persist.SessionKey]*persist.SessionSummary{}
 	users := r.Users // Redis's user state is the current one; the database's fills in
-	add := func(db *persist.Listing) {
-		for i := range db.Sessions {
-			rows[db.Sessions[i].Key] = &db.Sessions[i]
-		}
+	addUsers := func(db *persist.Listing) {
 		for u, st := range db.Users {
 			if _, ok := users[u]; !ok {
 				users[u] = rawStrings(st)
@@ -155,14 +155,13 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, h
 		}
 	}
 	if have != nil {
-		add(have)
+		addUsers(have)
 	}
 	var need []persist.SessionKey
 	for i, it := range items {
-		k := persist.SessionKey{AppName: app, UserID: it.User, SessionID: it.SID}
 		_, haveUser := users[it.User]
-		if !r.Deleted[i] && (r.Sessions[i] == nil && rows[k] == nil || !haveUser) {
-			need = append(need, k)
+		if !r.Deleted[i] && (r.Sessions[i] == nil || !haveUser) {
+			need = append(need, persist.SessionKey{AppName: app, UserID: it.User, SessionID: it.SID})
 		}
 	}
 	if len(need) > 0 && l.opts.DB != nil {
@@ -170,7 +169,10 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, h
 		if err != nil {
 			return nil, fmt.Errorf("read listed sessions from the database: %w", err)
 		}
-		add(got)
+		for i := range got.Sessions {
+			rows[got.Sessions[i].Key] = &got.Sessions[i]
+		}
+		addUsers(got)
 	}
 	appState := r.App
 	if !r.AppCached && l.opts.DB != nil {
