@@ -203,11 +203,11 @@ func (d *driver) checkpoint(round int) {
 	}
 	if d.sh.Clients > 1 && d.sh.Faults && rng.IntN(3) == 0 {
 		// FLUSHALL after a flush: the next round reads everything back from Postgres.
+		d.m.allTempLost()
 		if err := d.e.flushAll(ctx); err != nil {
 			d.failf("checkpoint %d: FLUSHALL: %v", round, err)
 			return
 		}
-		d.m.allTempLost()
 		d.hist.add("  fault: FLUSHALL after the checkpoint")
 	}
 	d.hist.add("checkpoint %d passed", round)

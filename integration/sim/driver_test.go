@@ -656,9 +656,9 @@ func (d *driver) serveFault(r *faultReq) {
 	case opFlushAll:
 		d.pgStart() // FLUSHALL only after a complete flush
 		if err = e.flush(ctx); err == nil {
+			d.m.allTempLost() // before the loss, as for an eviction
 			err = e.flushAll(ctx)
 		}
-		d.m.allTempLost()
 		d.m.flushed()
 		d.hist.add("  fault: flushed, then FLUSHALL: %v", err)
 	case opFlusherKill:
@@ -727,15 +727,19 @@ func (d *driver) evict(ctx context.Context, o *op) error {
 	owners := d.keyOwners()
 	var gone []string
 	for _, key := range keys {
+		// The model hears of the loss before it happens: a client's read
+		// that sees the key gone must not be checked against a model that
+		// still holds its temp state as sure (standalone concurrent seed
+		// 899785822333: a Get ran while this fault was under way).
+		if k, found := owners[key]; found {
+			d.m.tempLostOf(k)
+		}
 		ok, err := d.e.evict(ctx, key)
 		if err != nil {
 			return err
 		}
 		if ok {
 			gone = append(gone, key)
-			if k, found := owners[key]; found {
-				d.m.tempLostOf(k)
-			}
 		}
 	}
 	d.hist.add("  fault: evicted %d keys: %q", len(gone), gone)
