@@ -419,13 +419,17 @@ func (e *env) replicaOf(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	var seen []string // each node's own view, for the error
 	for _, n := range e.cluster.Nodes {
 		if !n.Running() {
+			seen = append(seen, n.Addr+" not running")
 			continue
 		}
-		if _, flags, master, err := self(n.Addr); err == nil && strings.Contains(flags, "slave") && master == mid {
+		id, flags, master, err := self(n.Addr)
+		if err == nil && strings.Contains(flags, "slave") && master == mid {
 			return n.Addr, nil
 		}
+		seen = append(seen, fmt.Sprintf("%s %s %s master %s %v", n.Addr, id, flags, master, err))
 	}
-	return "", fmt.Errorf("no replica of %s", addr)
+	return "", fmt.Errorf("no replica of %s (%s); the nodes: %s", addr, mid, strings.Join(seen, "; "))
 }
