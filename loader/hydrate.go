@@ -42,8 +42,13 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 }
 
 // maxGuardedReads bounds the reads of one cold read whose guard the
-// flusher keeps moving (see cache.ReadGuard).
-const maxGuardedReads = 8
+// flusher keeps moving (see cache.ReadGuard). A field moves when a session
+// sharing it is flushed: at the default 64 shards × 128 fields even 25 000
+// flushed sessions a second move one about 3 times a second, and a read of
+// a few ms goes again about once in a hundred; with one shard, about 200
+// times a second, and more than half of the reads go again: that all 64
+// go again is still improbable (0.6^64 ≈ 1e-14).
+const maxGuardedReads = 64
 
 // guarded runs read, a cold read of the database that puts what it read
 // back into Redis under guard, the read guard of session sid of user (""
