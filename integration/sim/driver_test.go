@@ -484,13 +484,20 @@ type pending struct {
 func (c *client) settleAll(block bool) {
 	deadline := time.Now().Add(settleTimeout)
 	for len(c.pending) > 0 && !c.d.stopped() {
+		// A settle may send its operation again and, on a fault, leave it
+		// pending anew (c.pending): kept (standalone concurrent seed
+		// 624394450953 lost one, and its stored event was taken for one
+		// never sent).
+		current := c.pending
+		c.pending = nil
 		var left []*pending
-		for _, p := range c.pending {
+		for _, p := range current {
 			if !c.settle(p) {
 				left = append(left, p)
 			}
 		}
-		c.pending = left
+		c.pending = append(left, c.pending...)
+		left = c.pending
 		if !block || len(left) == 0 {
 			return
 		}
