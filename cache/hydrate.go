@@ -35,14 +35,15 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 	return guardedResult(n, err, "hydrate session "+h.SID)
 }
 
-// guardedResult is the result of a hydrate script: whether it wrote, or
-// ErrReadOutdated.
+// guardedResult is the result of a hydrate script: whether it wrote (1)
+// or found Redis holding it (0), or its status as an error (-11:
+// ErrReadOutdated).
 func guardedResult(n int64, err error, what string) (bool, error) {
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("%s: %w", what, err)
-	case n == codeOutdated:
-		return false, fmt.Errorf("%s: %w", what, ErrReadOutdated)
+	case n < 0:
+		return false, fmt.Errorf("%s: %w", what, codeError(n))
 	}
 	return n == 1, nil
 }

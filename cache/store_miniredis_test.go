@@ -133,7 +133,7 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 func TestCodeError(t *testing.T) {
 	for code, want := range map[int64]error{
 		codeOK: nil, codeCaughtUp: nil, codeNotCached: ErrNotCached, codeExists: ErrExists, codeDeleted: ErrDeleted,
-		codeStale: ErrStale, codeNoUser: ErrUserNotCached, codeIncomplete: ErrIncomplete,
+		codeStale: ErrStale, codeNoUser: ErrUserNotCached, codeIncomplete: ErrIncomplete, codeOutdated: ErrReadOutdated,
 	} {
 		if got := codeError(code); got != want {
 			t.Errorf("codeError(%d) = %v, want %v", code, got, want)

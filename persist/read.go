@@ -98,18 +98,6 @@ func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, before
 	return events, nil
 }
 
-// SessionExists reports whether the database has the session.
-func (s *Store) SessionExists(ctx context.Context, key SessionKey) (bool, error) {
-	var n int
-	err := s.rd.GetContext(ctx, &n, `SELECT count(*) `+sessionFrom+`
-WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
-		key.AppName, key.UserID, key.SessionID)
-	if err != nil {
-		return false, fmt.Errorf("look up session %q: %w", key.SessionID, err)
-	}
-	return n > 0, nil
-}
-
 func loadSessionRow(ctx context.Context, q sqlx.QueryerContext, key SessionKey) (*LoadedSession, error) {
 	var r sessionRow
 	err := sqlx.GetContext(ctx, q, &r, `SELECT `+sessionColumns+` `+sessionFrom+`

@@ -114,13 +114,7 @@ func TestLoadNotFound(t *testing.T) {
 			if _, err := s.LoadEvents(ctx, k, Window{}, 0); !errors.Is(err, cache.ErrNotFound) {
 				t.Errorf("LoadEvents(%v): got %v, want ErrNotFound", k, err)
 			}
-			ok, err := s.SessionExists(ctx, k)
-			must(t, err)
-			same(t, "exists", ok, false)
 		}
-		ok, err := s.SessionExists(ctx, skey("s1"))
-		must(t, err)
-		same(t, "exists", ok, true)
 		st, rev, err := s.LoadUserState(ctx, "app", "nobody")
 		must(t, err)
 		same(t, "missing user state", len(st), 0)
