@@ -47,33 +47,30 @@ func (s *Store) CommitStats() CommitStats {
 type scriptCall struct {
 	ctx  context.Context
 	sc   *evalForm
-	keys []string
-	args []any
+	line []any // evalLine
 	cmd  *redis.Cmd
-	lead chan []*scriptCall // a batch this caller is to send (queued calls only)
-	done chan struct{}      // closed once cmd holds the reply (queued calls only)
+	// wake (queued calls only) gets the batch this caller is to send, or nil
+	// once cmd holds the reply.
+	wake chan []*scriptCall
 }
 
-// run runs a script and returns its reply.
-func (c *committer) run(ctx context.Context, sc *evalForm, keys []string, args []any) *redis.Cmd {
+// run runs a script call (its evalLine) and returns its reply.
+func (c *committer) run(ctx context.Context, sc *evalForm, line []any) *redis.Cmd {
 	c.mu.Lock()
 	if c.inFlight < maxInFlight {
 		c.inFlight++
 		c.mu.Unlock()
 		c.calls.Add(1)
 		c.batches.Add(1)
-		cmd := c.runOne(ctx, sc, keys, args)
+		cmd := c.runOne(ctx, sc, line)
 		c.handOff()
 		return cmd
 	}
-	call := &scriptCall{ctx: ctx, sc: sc, keys: keys, args: args,
-		lead: make(chan []*scriptCall, 1), done: make(chan struct{})}
+	call := &scriptCall{ctx: ctx, sc: sc, line: line, wake: make(chan []*scriptCall, 1)}
 	c.queue = append(c.queue, call)
 	c.mu.Unlock()
-	select {
-	case batch := <-call.lead:
+	if batch := <-call.wake; batch != nil {
 		c.send(batch)
-	case <-call.done:
 	}
 	return call.cmd
 }
@@ -84,23 +81,23 @@ func (c *committer) send(batch []*scriptCall) {
 	c.calls.Add(int64(len(batch)))
 	c.batches.Add(1)
 	if len(batch) == 1 {
-		batch[0].cmd = c.runOne(batch[0].ctx, batch[0].sc, batch[0].keys, batch[0].args)
+		batch[0].cmd = c.runOne(batch[0].ctx, batch[0].sc, batch[0].line)
 	} else {
 		c.pipeline(batch)
 	}
 	c.handOff()
 	for _, call := range batch[1:] {
-		close(call.done)
+		call.wake <- nil
 	}
 }
 
 // runOne runs one script call on its own: EVALSHA, then EVAL when the node
 // did not know the script.
-func (c *committer) runOne(ctx context.Context, sc *evalForm, keys []string, args []any) *redis.Cmd {
-	cmd := sc.command(ctx, keys, args, false)
+func (c *committer) runOne(ctx context.Context, sc *evalForm, line []any) *redis.Cmd {
+	cmd := sc.command(ctx, line, false)
 	_ = c.rdb.Process(ctx, cmd)
 	if isNoScript(cmd.Err()) {
-		cmd = sc.command(ctx, keys, args, true)
+		cmd = sc.command(ctx, line, true)
 		_ = c.rdb.Process(ctx, cmd)
 	}
 	return cmd
@@ -120,7 +117,7 @@ func (c *committer) handOff() {
 	}
 	c.mu.Unlock()
 	if next != nil {
-		next[0].lead <- next
+		next[0].wake <- next
 	}
 }
 
@@ -132,7 +129,7 @@ func (c *committer) pipeline(batch []*scriptCall) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	pipe := c.rdb.Pipeline()
 	for _, call := range batch {
-		call.cmd = call.sc.command(ctx, call.keys, call.args, false)
+		call.cmd = call.sc.command(ctx, call.line, false)
 		_ = pipe.Process(ctx, call.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
@@ -147,7 +144,7 @@ func (c *committer) pipeline(batch []*scriptCall) {
 	}
 	pipe = c.rdb.Pipeline()
 	for _, call := range again {
-		call.cmd = call.sc.command(ctx, call.keys, call.args, true)
+		call.cmd = call.sc.command(ctx, call.line, true)
 		_ = pipe.Process(ctx, call.cmd)
 	}
 	_, _ = pipe.Exec(ctx)

@@ -88,21 +88,36 @@ var (
 	evalName    = "eval"
 )
 
-// command builds the EVALSHA command of a script call (EVAL when noScript:
-// the node did not know the SHA1). It makes one allocation, the command
-// line: the names, the SHA1 and the keys go in by pointer, where go-redis's
-// Eval boxes every key in an interface of its own (an allocation each).
-func (f *evalForm) command(ctx context.Context, keys []string, args []any, noScript bool) *redis.Cmd {
-	line := make([]any, 3+len(keys), 3+len(keys)+len(args))
-	line[0], line[1], line[2] = &evalshaName, &f.sha, len(keys)
-	if noScript {
-		line[0], line[1] = &evalName, &f.src
-	}
+// evalLine is the command line of a script call with room for its head:
+// EVALSHA, the SHA1 (set by command), the number of keys, the keys, the
+// arguments. The names, the SHA1 and the keys go in by pointer, where
+// go-redis's Eval boxes every key in an interface of its own (an allocation
+// each); one allocation in all.
+func evalLine(keys []string, args []any) []any {
+	return append(evalHead(keys, len(args)), args...)
+}
+
+// evalHead is an evalLine without its arguments yet, with room for n.
+func evalHead(keys []string, n int) []any {
+	line := make([]any, 3+len(keys), 3+len(keys)+n)
+	line[2] = len(keys)
 	for i := range keys {
 		line[3+i] = &keys[i]
 	}
-	cmd := redis.NewCmd(ctx, append(line, args...)...)
-	if len(keys) > 0 {
+	return line
+}
+
+// command makes the EVALSHA command of a script call from its evalLine
+// (EVAL when noScript: the node did not know the SHA1), writing the head of
+// line in place: a call sent again after a NOSCRIPT reuses its line. It
+// makes one allocation, the command.
+func (f *evalForm) command(ctx context.Context, line []any, noScript bool) *redis.Cmd {
+	line[0], line[1] = &evalshaName, &f.sha
+	if noScript {
+		line[0], line[1] = &evalName, &f.src
+	}
+	cmd := redis.NewCmd(ctx, line...)
+	if line[2].(int) > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
 	return cmd
@@ -247,9 +262,15 @@ func (s *Store) masterFor(ctx context.Context, key, movedTo string) (redis.Cmdab
 // concurrent calls (group commit, see committer). With WaitReplicas it sends
 // WAIT in the same round trip, on the master that ran the script.
 func (s *Store) write(ctx context.Context, x *script, keys []string, args ...any) *redis.Cmd {
+	return s.writeLine(ctx, x, keys, evalLine(keys, args))
+}
+
+// writeLine is write with the call's evalLine built by the caller.
+func (s *Store) writeLine(ctx context.Context, x *script, keys []string, line []any) *redis.Cmd {
 	if s.waitReplicas <= 0 {
-		return fullError(s.commit.run(ctx, s.pickForm(x), keys, args))
+		return fullError(s.commit.run(ctx, s.pickForm(x), line))
 	}
+	args := line[3+len(keys):]
 	sc := s.pick(x)
 	node, err := s.masterFor(ctx, keys[0], "")
 	if err != nil {

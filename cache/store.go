@@ -213,8 +213,11 @@ func (s *Store) ApplyApp(ctx context.Context, app string, c AppChange) error {
 // AppendArgs are the inputs of Append.
 type AppendArgs struct {
 	App, User, SID string
-	HandleRev      int64 // last seq the caller's handle has seen
-	Incarnation    int64 // incarnation of the session the handle was read from
+	// Keys are the session's keys when the caller keeps them (this Store's
+	// Keys().Session(App, User, SID)); nil: Append builds them.
+	Keys        *SessionKeys
+	HandleRev   int64 // last seq the caller's handle has seen
+	Incarnation int64 // incarnation of the session the handle was read from
 	// NoHandle appends to the session as it is now (HandleRev and
 	// Incarnation unused); with IfUpdateTime > 0 only while the session's
 	// last update time is that µs (ErrStale otherwise).
@@ -264,11 +267,17 @@ func (e *DuplicateEventError) Error() string {
 // Unwrap makes errors.Is(err, ErrDuplicateEvent) hold.
 func (e *DuplicateEventError) Unwrap() error { return ErrDuplicateEvent }
 
-// appendCommand is append.lua's KEYS and ARGV for a (see its header).
+// appendCommand is append.lua's KEYS and its evalLine for a (see its
+// header for the arguments).
 func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
-	k := s.keys.Session(a.App, a.User, a.SID)
+	k := a.Keys
+	if k == nil {
+		built := s.keys.Session(a.App, a.User, a.SID)
+		k = &built
+	}
+	keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
-	v := newArgv(20+2*pairs, 14+2*pairs, 4)
+	v := newArgv(keys, 20+2*pairs, 14+2*pairs, 4)
 	if a.NoHandle {
 		rev := ""
 		if a.IfUpdateTime > 0 {
@@ -303,7 +312,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 			v.str(p.Value)
 		}
 	}
-	return []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}, v.args
+	return keys, v.args
 }
 
 // argv builds a script's arguments with few allocations: each string or
@@ -315,10 +324,11 @@ type argv struct {
 	ints []int64
 }
 
-// newArgv returns an argv with room for n arguments, of them ns strings and
-// ni integers (more still work, at the cost of another slab).
-func newArgv(n, ns, ni int) *argv {
-	return &argv{args: make([]any, 0, n), strs: make([]string, 0, ns), ints: make([]int64, 0, ni)}
+// newArgv returns an argv whose args start as the evalLine of a call with
+// keys, with room for n arguments after them, of them ns strings and ni
+// integers (more still work, at the cost of another slab).
+func newArgv(keys []string, n, ns, ni int) *argv {
+	return &argv{args: evalHead(keys, n), strs: make([]string, 0, ns), ints: make([]int64, 0, ni)}
 }
 
 func (v *argv) str(s string) {
@@ -335,9 +345,9 @@ func (v *argv) int(n int64) {
 // number of keys, the keys, the arguments) that Append sends for a, for
 // tools that measure the script on its own (redis-benchmark).
 func (s *Store) AppendCommand(a AppendArgs) []string {
-	keys, args := s.appendCommand(a)
+	keys, line := s.appendCommand(a)
 	out := append([]string{strconv.Itoa(len(keys))}, keys...)
-	for _, v := range args {
+	for _, v := range line[3+len(keys):] {
 		switch v := v.(type) {
 		case *string:
 			out = append(out, *v)
@@ -354,8 +364,8 @@ func (s *Store) AppendCommand(a AppendArgs) []string {
 // ErrUserNotCached, ErrIncomplete, *DuplicateEventError, ErrCheckEventID.
 // The app part of the delta is not applied here (see ApplyApp).
 func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error) {
-	keys, args := s.appendCommand(a)
-	v, err := s.write(ctx, appendScript, keys, args...).Slice()
+	keys, line := s.appendCommand(a)
+	v, err := s.writeLine(ctx, appendScript, keys, line).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("append script: %w", err)
 	}

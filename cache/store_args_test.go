@@ -63,7 +63,7 @@ func TestEvalCommand(t *testing.T) {
 	}
 	line := func(noScript bool) []string {
 		var out []string
-		for _, v := range f.command(context.Background(), keys, args, noScript).Args() {
+		for _, v := range f.command(context.Background(), evalLine(keys, args), noScript).Args() {
 			out = append(out, str(v))
 		}
 		return out
@@ -72,6 +72,10 @@ func TestEvalCommand(t *testing.T) {
 	require.Equal(t, []string{"eval", "#!lua flags=allow-oom\nreturn 1", "2", "{a}:k1", "{a}:k2", "x", "7"}, line(true))
 	require.Equal(t, "--lua flags=allow-oom\nreturn 1", sc.bareForm.src)
 	require.Equal(t, sc.bare.Hash(), sc.bareForm.sha)
-	allocs := testing.AllocsPerRun(100, func() { _ = f.command(context.Background(), keys, args, false) })
+	// A call sent again after NOSCRIPT reuses its line: EVAL, then EVALSHA again.
+	reused := evalLine(keys, args)
+	require.Equal(t, "eval", str(f.command(context.Background(), reused, true).Args()[0]))
+	require.Equal(t, sc.full.Hash(), str(f.command(context.Background(), reused, false).Args()[1]))
+	allocs := testing.AllocsPerRun(100, func() { _ = f.command(context.Background(), evalLine(keys, args), false) })
 	require.LessOrEqual(t, allocs, 2.0)
 }

@@ -53,6 +53,7 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	sess.mu.RLock()
 	p.args.HandleRev, p.args.Incarnation, p.args.HandleLastTs = sess.rev, sess.inc, sess.lastTs
 	sess.mu.RUnlock()
+	p.args.Keys = sess.cacheKeys(s.cache)
 	p.args.Concurrent = s.cfg.ConcurrentAppends
 	res, err := s.runAppend(ctx, p, sess, ev)
 	if err != nil || res == nil {

@@ -6,7 +6,10 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/adksession/adksession/cache"
 )
 
 // Session is a handle on a stored session: its identity, a window of its
@@ -24,6 +27,25 @@ type Session struct {
 	rev        int64  // last seq this handle has seen
 	lastTs     int64  // µs of the last event this handle has seen
 	tempInv    string // invocation whose temp: keys the handle holds
+
+	keys atomic.Pointer[handleKeys] // the session's Redis keys, built by its first append
+}
+
+// handleKeys are a session's Redis keys as one Store names them.
+type handleKeys struct {
+	store *cache.Store
+	keys  cache.SessionKeys
+}
+
+// cacheKeys returns the session's keys in store, built once per handle:
+// every append needs them, and they cost more to build than to keep.
+func (s *Session) cacheKeys(store *cache.Store) *cache.SessionKeys {
+	if k := s.keys.Load(); k != nil && k.store == store {
+		return &k.keys
+	}
+	k := &handleKeys{store: store, keys: store.Keys().Session(s.appName, s.userID, s.id)}
+	s.keys.Store(k)
+	return &k.keys
 }
 
 // ID is the session id.
