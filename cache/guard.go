@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,15 +28,32 @@ type ReadGuard struct {
 // reads again.
 var ErrReadOutdated = errors.New("adksession: database read outdated by a flush")
 
+// guardEpoch is the field of a read guards hash that holds its epoch: a
+// random token set by the first read after the hash was created. The
+// counters are fields named by numbers (GuardField).
+const guardEpoch = "epoch"
+
 // ReadGuard reads the guard of session sid of user (sid "": the user's own,
-// for its state and session index) before a cold read of the database.
+// for its state and session index) before a cold read of the database: the
+// field's counter and the hash's epoch, set here when the hash has none, in
+// one transaction. A FLUSHALL drops both; a counter that starts again from
+// absent after it could come back to the value read, the epoch does not
+// (docs/design.md, "Cold reads").
 func (s *Store) ReadGuard(ctx context.Context, app, user, sid string) (ReadGuard, error) {
 	g := ReadGuard{key: s.keys.ShardKeys(s.keys.Shard(app, user)).Guards, field: GuardField(app, user, sid)}
-	v, err := s.rdb.HGet(ctx, g.key, g.field).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	var read *redis.SliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.HSetNX(ctx, g.key, guardEpoch, uuid.NewString())
+		read = pipe.HMGet(ctx, g.key, g.field, guardEpoch)
+		return nil
+	})
+	if err != nil {
 		return ReadGuard{}, fmt.Errorf("read guard: %w", err)
 	}
-	g.value = v
+	v := read.Val()
+	counter, _ := v[0].(string) // nil: absent
+	epoch, _ := v[1].(string)
+	g.value = counter + "@" + epoch
 	return g, nil
 }
 

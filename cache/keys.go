@@ -58,9 +58,9 @@ var Layout = []KeySpec{
 		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), o (its order number, app_order.lua), e (event id)"},
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
 		"flusher (lease_acquire.lua, lease_release.lua)", "flusher: id of the flusher draining this shard"},
-	{"<ns>adk:{<shard>}:g", "hash", "none (at most 128 fields of a counter each)",
+	{"<ns>adk:{<shard>}:g", "hash", "none (127 counters, fields \"0\" to \"126\", and epoch: a random token, set by the first cold read after the hash was made)",
 		"flusher (flushed.lua: a session's field when its keys get a TTL or its flushed tombstone goes, the user's when the user hash gets a TTL or one of its tombstones goes); a prune (the fields of the sessions it deleted and of their users)",
-		"hydrate.lua, hydrate_state.lua (user state), hydrate_index.lua: read guards; a cold read reads its field before the database and puts back what it read only while the field is unchanged (docs/design.md, \"Cold reads\")"},
+		"hydrate.lua, hydrate_state.lua (user state), hydrate_index.lua: read guards; a cold read reads its field and the epoch before the database and puts back what it read only while both are unchanged (docs/design.md, \"Cold reads\")"},
 	{"<ns>adk:{<shard>}:dead", "list", "none; operators inspect and remove entries",
 		"flusher (ack.lua)", "operators, dashboards: what the flusher gave up on, as JSON {id, fields (of the change-log entry), unit, reason, time}; unit is entry, event (+ seq, event or member), session (+ events_written), user state or app state (+ rev, state)"},
 	{"<ns>adk:{a:<app>}:a", "hash", "none",
@@ -199,10 +199,11 @@ func (k Keys) ShardKeys(shard int) ShardKeys {
 	return ShardKeys{Log: t + "log", Lease: t + "lease", Dead: t + "dead", Guards: t + "g"}
 }
 
-// guardFields is the number of fields of a shard's read guards hash: few enough
-// for Redis's compact hash encoding (128 entries), many enough that a cold
-// read rarely waits on another user's flush.
-const guardFields = 128
+// guardFields is the number of counters of a shard's read guards hash: with
+// its epoch (ReadGuard), few enough for Redis's compact hash encoding (128
+// entries), many enough that a cold read rarely waits on another user's
+// flush.
+const guardFields = 127
 
 // GuardField is the field of a session's read guard (sid "" for the user's
 // own: its state and session index) in its shard's read guards hash. Sessions and

@@ -596,7 +596,8 @@ func (e *wbEnv) hash(key string) map[string]string {
 // user's when the user hash gets a TTL and when one of the user's
 // tombstones goes; hydrate.lua, hydrate_state.lua and hydrate_index.lua put
 // a cold read back only while the guard holds the value read before the
-// database, else answer -11 with nothing written (docs/design.md, "Cold
+// database (the field's counter and the hash's epoch, which a FLUSHALL
+// drops), else answer -11 with nothing written (docs/design.md, "Cold
 // reads").
 func testReadGuards(t *testing.T, url string) {
 	e := newWB(t, url, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
@@ -626,7 +627,11 @@ func testReadGuards(t *testing.T, url string) {
 	hf, wf := cache.GuardField("app", "w", "h"), cache.GuardField("app", "w", "")
 	require.NoError(t, e.rdb.HIncrBy(ctx, hg, hf, 3).Err())
 	require.NoError(t, e.rdb.HIncrBy(ctx, hg, wf, 5).Err())
+	require.NoError(t, e.rdb.HSet(ctx, hg, "epoch", "E1").Err())
 	now := e.rdb.HGetAll(ctx, hg).Val()
+	for f, v := range now {
+		now[f] = v + "@E1"
+	}
 	for _, c := range []struct {
 		name   string
 		script string
@@ -643,7 +648,9 @@ func testReadGuards(t *testing.T, url string) {
 		if c.script == lua.Hydrate {
 			f = hf
 		}
-		for _, stale := range []string{"", "1", "2"} {
+		// Read before a move, or before a FLUSHALL (the same counter, another
+		// epoch or none).
+		for _, stale := range []string{"", "1@E1", "2@E1", "@E1", strings.Split(now[f], "@")[0] + "@E0", strings.Split(now[f], "@")[0] + "@"} {
 			before := e.dump()
 			n, err := e.rdb.Eval(ctx, c.script, c.keys, c.args(f, stale)...).Int64()
 			require.NoError(t, err, c.name)

@@ -13,7 +13,8 @@
 -- ARGV[6] -> number of state pairs S, then S pairs (key, JSON value)
 -- then E, then E quadruples (seq, timestamp µs, event id, event JSON), ascending and consecutive, the last
 -- one's seq = ARGV[4]
--- then the session's field in the read guards hash, and its value read before the database ("" = absent)
+-- then the session's field in the read guards hash, and the guard read before the database (cache.ReadGuard:
+-- "<counter>@<epoch>", guard_moved)
 -- The indexes are left alone: a session in the database is in the user index
 -- while that index is complete, and app listings read it from the database.
 -- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone), -11 when the guard moved

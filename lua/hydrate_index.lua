@@ -6,7 +6,8 @@
 -- KEYS[2]   -> read guards hash <ns>adk:{shard}:g
 -- KEYS[2+i] -> session hash of the i-th session  <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- ARGV[1]   -> TTL in ms, given unless the index exists without one (it then holds unflushed writes)
--- ARGV[2], ARGV[3] -> the user's field in the read guards hash, and its value read before the database ("" = absent)
+-- ARGV[2], ARGV[3] -> the user's field in the read guards hash, and the guard read before the database
+--                    ("<counter>@<epoch>", guard_moved)
 -- ARGV[2i+2], ARGV[2i+3] -> the i-th session: id, and update time µs in the database ("" = not there)
 -- A session Redis holds is indexed at its own update time (it may have unflushed events), one deleted in
 -- Redis (tombstone) not at all; a session already indexed keeps its score (an append wrote it).

@@ -6,8 +6,8 @@
 -- ARGV[1] -> revision of the state in the database
 -- ARGV[2] -> TTL in ms ("" = none)
 -- ARGV[3] -> number of pairs P, then P pairs (key without prefix, JSON value)
--- then, with KEYS[2], the user's field in the read guards hash and its value read before the database ("" =
--- absent). App state has no guard: it never expires.
+-- then, with KEYS[2], the user's field in the read guards hash and the guard read before the database
+-- ("<counter>@<epoch>", guard_moved). App state has no guard: it never expires.
 -- Returns 1 hydrated, 0 when Redis already holds the state, -11 when the guard moved (the flusher changed the
 -- state in the database, and Redis may have let go of it, since the read began: read it again), with nothing
 -- written.

@@ -18,11 +18,14 @@ local function unexpire(sess, events, ids, undo)
   redis.call('HDEL', sess, 'm:ttl')
 end
 
--- guard_moved tells whether a cold read's guard (docs/design.md, "Cold reads") moved since the read began:
--- the field of the read guards hash no longer holds gen ("" = absent). The database may then hold newer data than
--- the read, and what the read would put back into Redis is outdated.
+-- guard_moved tells whether a cold read's guard (docs/design.md, "Cold reads") moved since the read began: the
+-- read guards hash no longer holds gen, "<the field's counter>@<the hash's epoch>" ("" for one absent). The
+-- database may then hold newer data than the read, and what the read would put back into Redis is outdated. A
+-- FLUSHALL (or an eviction of the hash) drops the epoch, which the next read sets anew: a counter that starts
+-- again from absent is not taken for the one the read saw.
 local function guard_moved(guards, field, gen)
-  return (redis.call('HGET', guards, field) or '') ~= gen
+  local v = redis.call('HMGET', guards, field, 'epoch')
+  return (v[1] or '') .. '@' .. (v[2] or '') ~= gen
 end
 
 -- fail raises an error reply naming the script's bad input; nothing has been written when it is called.

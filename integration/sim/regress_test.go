@@ -822,6 +822,27 @@ func TestColdReadWhileNewerFlushed(t *testing.T) {
 	require.Len(t, eventsOf(got.Session), 3)
 }
 
+// TestColdReadWhileFlushAll: a cold read with a FLUSHALL inside it (the
+// namespace wiped after the read's guard was read) whose session then gets
+// a newer event, flushed and evicted, puts back the newer session: the
+// guard's counter starts again from absent after the FLUSHALL and comes
+// back to the value the read saw, its epoch does not.
+func TestColdReadWhileFlushAll(t *testing.T) {
+	t.Parallel()
+	s, p := newColdSession(t, map[string]any{"k": 1, "user:n": 1}, true)
+	ctx := context.Background()
+	var hookErr error
+	p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
+		s.wipe()
+		hookErr = s.appendFlushEvict(map[string]any{"k": 2, "user:n": 2})
+	})
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, hookErr)
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"k": float64(2), "user:n": float64(2)}, stateOf(got.Session))
+	require.Len(t, eventsOf(got.Session), 2)
+}
+
 // TestColdUserReadWhileNewerFlushed: a cold read of a user's state whose
 // newer revision is flushed and evicted while the read is in the database
 // puts back the newer state.
