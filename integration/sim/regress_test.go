@@ -801,46 +801,36 @@ func TestColdReadWhileDeleteFlushed(t *testing.T) {
 // TestColdReadWhileNewerFlushed: a Get of an evicted session whose newer
 // events are appended, flushed and evicted again while the Get reads the
 // database puts back the session with every event, not the older read.
+// After a FLUSHALL: the same with the namespace wiped first, inside the
+// read (after its guard was read): the guard's counter starts again from
+// absent and comes back to the value the read saw, its epoch does not.
 func TestColdReadWhileNewerFlushed(t *testing.T) {
 	t.Parallel()
-	s, p := newColdSession(t, map[string]any{"k": 1, "user:n": 1}, true)
-	ctx := context.Background()
-	var hookErr error
-	p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
-		hookErr = s.appendFlushEvict(map[string]any{"k": 2, "user:n": 2})
-	})
-	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
-	require.NoError(t, hookErr)
-	require.NoError(t, err)
-	require.Equal(t, map[string]any{"k": float64(2), "user:n": float64(2)}, stateOf(got.Session))
-	require.Len(t, eventsOf(got.Session), 2)
-	// And the next append follows the newest event.
-	require.NoError(t, s.svc.AppendEvent(ctx, got.Session, &service.Event{InvocationID: "i3", Author: "user"}))
-	require.NoError(t, s.flushOnce())
-	got, err = s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
-	require.NoError(t, err)
-	require.Len(t, eventsOf(got.Session), 3)
-}
-
-// TestColdReadWhileFlushAll: a cold read with a FLUSHALL inside it (the
-// namespace wiped after the read's guard was read) whose session then gets
-// a newer event, flushed and evicted, puts back the newer session: the
-// guard's counter starts again from absent after the FLUSHALL and comes
-// back to the value the read saw, its epoch does not.
-func TestColdReadWhileFlushAll(t *testing.T) {
-	t.Parallel()
-	s, p := newColdSession(t, map[string]any{"k": 1, "user:n": 1}, true)
-	ctx := context.Background()
-	var hookErr error
-	p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
-		s.wipe()
-		hookErr = s.appendFlushEvict(map[string]any{"k": 2, "user:n": 2})
-	})
-	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
-	require.NoError(t, hookErr)
-	require.NoError(t, err)
-	require.Equal(t, map[string]any{"k": float64(2), "user:n": float64(2)}, stateOf(got.Session))
-	require.Len(t, eventsOf(got.Session), 2)
+	for _, flushAll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Evicted", true: "AfterFlushAll"}[flushAll], func(t *testing.T) {
+			t.Parallel()
+			s, p := newColdSession(t, map[string]any{"k": 1, "user:n": 1}, true)
+			ctx := context.Background()
+			var hookErr error
+			p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
+				if flushAll {
+					s.wipe()
+				}
+				hookErr = s.appendFlushEvict(map[string]any{"k": 2, "user:n": 2})
+			})
+			got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+			require.NoError(t, hookErr)
+			require.NoError(t, err)
+			require.Equal(t, map[string]any{"k": float64(2), "user:n": float64(2)}, stateOf(got.Session))
+			require.Len(t, eventsOf(got.Session), 2)
+			// And the next append follows the newest event.
+			require.NoError(t, s.svc.AppendEvent(ctx, got.Session, &service.Event{InvocationID: "i3", Author: "user"}))
+			require.NoError(t, s.flushOnce())
+			got, err = s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+			require.NoError(t, err)
+			require.Len(t, eventsOf(got.Session), 3)
+		})
+	}
 }
 
 // TestColdUserReadWhileNewerFlushed: a cold read of a user's state whose
