@@ -69,7 +69,7 @@ var Layout = []KeySpec{
 		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
 	{"<ns>adk:{a:<app>}:ao", "hash", "none",
 		"app_order.lua (m:n, m:floor), app_apply.lua (k:<key>); prune_app.lua deletes it",
-		"app_apply.lua: m:n = last order number taken (the first one is Redis's clock in µs), m:floor = where the numbers of this hash start (a number at or below it was taken from a hash Redis lost), k:<key> = number of the change that last wrote the key (without \"app:\")"},
+		"app_apply.lua: m:n = last order number taken (Redis's clock in µs, or the number before + 1), m:floor = where the numbers of this hash start (a number at or below it was taken from a hash Redis lost), k:<key> = number of the change that last wrote the key (without \"app:\")"},
 	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
 	{"<ns>adk:wake", "pub/sub channel (not a key)", "",
 		"create.lua, append.lua, delete.lua, rewind.lua (only with a database): PUBLISH when a shard's change log gets its first entry",

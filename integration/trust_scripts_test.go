@@ -139,6 +139,20 @@ func testAppChangeOrder(t *testing.T, url string) {
 	require.EqualValues(t, 1, apply("legacy", 0, "", "k", `"legacy"`), "a change logged without a number applies as it comes")
 	require.Equal(t, `"legacy"`, e.hash(a.State)["s:k"])
 
+	// Redis lost the last number taken, not the hash (a failover to a
+	// replica that lagged, a restart from an older AOF): the numbers taken
+	// after it are still above it, so the lost change's repair leaves the
+	// newer value.
+	kept := e.hash(a.Order)["m:n"]
+	taken := order("0")
+	require.NoError(t, e.rdb.HSet(ctx, a.Order, "m:n", kept).Err())
+	again := order("0")
+	require.Greater(t, again, taken, "no number twice, none below one taken")
+	require.EqualValues(t, 1, apply("after", again, "", "k", `"after"`))
+	require.EqualValues(t, 1, apply("taken", taken, "r", "k", `"taken"`, "y", "1"), "the repair of the lost change")
+	require.Equal(t, `"after"`, e.hash(a.State)["s:k"], "leaves the newer value")
+	require.Equal(t, "1", e.hash(a.State)["s:y"], "writes what no newer change wrote")
+
 	// With a database, an app state Redis does not hold is loaded first.
 	b := e.keys.App("other")
 	before = e.dump()

@@ -19,11 +19,18 @@ end
 if ARGV[1] == '1' and redis.call('EXISTS', state) == 0 then
   return -4
 end
-if redis.call('HEXISTS', order, 'm:n') == 0 then
-  -- A new order hash (or one Redis lost): numbers start from Redis's clock in µs, above every number taken
-  -- before (one per µs would be a million changes a second to one app), and m:floor marks what came before.
-  local t = redis.call('TIME')
-  local seed = int(tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  redis.call('HSET', order, 'm:n', seed, 'm:floor', seed)
+-- Numbers follow Redis's clock in µs: each is the clock, or the last number + 1 when the clock has not moved
+-- past it (a million changes a second to one app would be needed). So a number is never below one taken
+-- before, even when Redis lost the last numbers but not the hash (a failover to a replica that lagged, a
+-- restart from an older AOF), and a new order hash (or one Redis lost) starts above every number taken
+-- before it: m:floor marks what came before.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = tonumber(redis.call('HGET', order, 'm:n'))
+if last == nil then
+  last = now
+  redis.call('HSET', order, 'm:floor', int(now))
 end
-return redis.call('HINCRBY', order, 'm:n', 1)
+local n = math.max(now, last + 1)
+redis.call('HSET', order, 'm:n', int(n))
+return n
