@@ -35,22 +35,27 @@ const guardEpoch = "epoch"
 
 // ReadGuard reads the guard of session sid of user (sid "": the user's own,
 // for its state and session index) before a cold read of the database: the
-// field's counter and the hash's epoch, set here when the hash has none, in
-// one transaction. A FLUSHALL drops both; a counter that starts again from
-// absent after it could come back to the value read, the epoch does not
-// (docs/design.md, "Cold reads").
+// field's counter and the hash's epoch. A FLUSHALL drops both; a counter
+// that starts again from absent after it could come back to the value read,
+// the epoch does not (docs/design.md, "Cold reads"). A hash without an epoch
+// gets one here (HSETNX, in one transaction with the read): the only write,
+// once per hash, so that the common read is a read (a master in a manual
+// failover holds back writes for seconds, not reads).
 func (s *Store) ReadGuard(ctx context.Context, app, user, sid string) (ReadGuard, error) {
 	g := ReadGuard{key: s.keys.ShardKeys(s.keys.Shard(app, user)).Guards, field: GuardField(app, user, sid)}
-	var read *redis.SliceCmd
-	_, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.HSetNX(ctx, g.key, guardEpoch, uuid.NewString())
-		read = pipe.HMGet(ctx, g.key, g.field, guardEpoch)
-		return nil
-	})
+	v, err := s.rdb.HMGet(ctx, g.key, g.field, guardEpoch).Result()
+	if err == nil && v[1] == nil {
+		var read *redis.SliceCmd
+		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.HSetNX(ctx, g.key, guardEpoch, uuid.NewString())
+			read = pipe.HMGet(ctx, g.key, g.field, guardEpoch)
+			return nil
+		})
+		v = read.Val()
+	}
 	if err != nil {
 		return ReadGuard{}, fmt.Errorf("read guard: %w", err)
 	}
-	v := read.Val()
 	counter, _ := v[0].(string) // nil: absent
 	epoch, _ := v[1].(string)
 	g.value = counter + "@" + epoch
