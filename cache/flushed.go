@@ -22,6 +22,12 @@ type Flushed struct {
 	Seq     int64
 	Deleted bool  // a flushed delete (Seq is ignored)
 	UserRev int64 // user-state revision written; -1 when none
+	// Rebased and UserRebased: the session (its user's state) was out of
+	// step with the database and written rebased onto it
+	// (persist.Outcome): its keys go instead of getting a TTL once fully
+	// flushed, and a user hash still holding unflushed writes is marked
+	// m:rb so that the next flushes rebase it too.
+	Rebased, UserRebased bool
 }
 
 // MarkFlushed records flushed sessions (one pipeline of flushed.lua calls):
@@ -48,10 +54,17 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			if d.UserRev >= 0 {
 				urev = strconv.FormatInt(d.UserRev, 10)
 			}
+			rebased := ""
+			if d.Rebased {
+				rebased = "s"
+			}
+			if d.UserRebased {
+				rebased += "u"
+			}
 			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
 				s.keys.ShardKeys(k.Shard).Guards},
 				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID),
-				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""))
+				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err

@@ -117,10 +117,14 @@ type StateRev struct {
 	Rev   int64
 	Dead  int64 // the revision already dead-lettered (-1: none)
 	OK    bool  // Redis holds the state hash
+	// Rebase: the hash is out of step with the database (m:rb, set by
+	// flushed.lua): the flusher writes the database's state plus the new
+	// deltas, not this snapshot.
+	Rebase bool
 }
 
 func stateRev(h map[string]string) (StateRev, error) {
-	st := StateRev{Dead: -1, OK: len(h) > 0}
+	st := StateRev{Dead: -1, OK: len(h) > 0, Rebase: h["m:rb"] == "1"}
 	if dl, err := strconv.ParseInt(h["m:dl"], 10, 64); err == nil {
 		st.Dead = dl
 	}

@@ -24,6 +24,11 @@
 --            Redis may let go of what the database now holds newer than a cold read that began before
 --            (docs/design.md, "Cold reads"): the session's when its keys get a TTL or its tombstone goes,
 --            the user's when the user hash gets a TTL or one of the user's tombstones goes
+-- ARGV[9] -> rebased parts: "" none, else "s" (the session) and/or "u" (its user) were out of step with the
+--            database and written rebased onto it (docs/design.md, "Redis behind the database"): their keys
+--            are deleted instead of given a TTL once they hold nothing unflushed (the next read puts back
+--            what the database holds), a rebased session's events are not trimmed, and a rebased user hash
+--            that still holds unflushed writes is marked m:rb = 1, so the flusher keeps rebasing it
 -- Returns the number of events trimmed.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
@@ -35,9 +40,13 @@ if ARGV[3] ~= '' then
   argv_int(3, 0, MAX_INT)
 end
 local ttl, keep = argv_int(4, 1, MAX_INT), argv_int(5, 0, MAX_INT)
-if #ARGV ~= 8 then
-  fail('flushed: ' .. #ARGV .. ' arguments, 8 expected')
+if #ARGV ~= 9 then
+  fail('flushed: ' .. #ARGV .. ' arguments, 9 expected')
 end
+if ARGV[9] ~= '' and ARGV[9] ~= 's' and ARGV[9] ~= 'u' and ARGV[9] ~= 'su' then
+  fail('flushed: ARGV[9]: ' .. ARGV[9] .. ' is not "", "s", "u" or "su"')
+end
+local srebased, urebased = ARGV[9]:find('s', 1, true) ~= nil, ARGV[9]:find('u', 1, true) ~= nil
 local guards, sfield, ufield = KEYS[8], ARGV[7], ARGV[8]
 if sfield == '' or ufield == '' then
   fail('flushed: empty guard field')
@@ -53,12 +62,20 @@ elseif ARGV[3] ~= '' then
     redis.call('HSET', user, 'm:fl', int(flushed))
     ufl = flushed
   end
-  if ufl >= urev then
+  if ufl >= urev and urebased then
+    redis.call('DEL', user)
+    redis.call('PEXPIRE', KEYS[5], ttl)
+    redis.call('HINCRBY', guards, ufield, 1)
+  elseif ufl >= urev then
     redis.call('PEXPIRE', user, ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
     redis.call('HSET', user, 'm:ttl', 1)
     redis.call('HINCRBY', guards, ufield, 1)
+  elseif urebased then
+    redis.call('HSET', user, 'm:rb', 1)
   end
+elseif urebased and redis.call('EXISTS', user) == 1 then
+  redis.call('HSET', user, 'm:rb', 1)
 end
 
 local meta = redis.call('HMGET', sess, 'm:inc', 'm:del', 'm:fl', 'm:rev', 'm:cnt', 'm:first')
@@ -84,6 +101,16 @@ local seq = tonumber(ARGV[2])
 if seq > fl then
   fl = seq
   redis.call('HSET', sess, 'm:fl', int(fl))
+end
+
+if srebased then
+  -- Its seqs are Redis's, not the database's: nothing is trimmed (a read past the cached tail would number
+  -- the database's events otherwise), and the copy goes once it holds nothing unflushed.
+  if fl >= rev then
+    redis.call('DEL', sess, events, ids, undo)
+    redis.call('HINCRBY', guards, sfield, 1)
+  end
+  return 0
 end
 
 local trim = 0

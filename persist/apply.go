@@ -65,12 +65,15 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 			return nil, err
 		}
 	}
-	sessions, err := s.readTracked(ctx, tx, apps, users, ids)
+	sessions, facts, err := s.readTracked(ctx, tx, apps, users, ids)
 	if err != nil {
 		return nil, err
 	}
 	states, err := s.readTrackedStates(ctx, tx, stateApps, stateUsers)
 	if err != nil {
+		return nil, err
+	}
+	if b, err = s.rebaseTx(ctx, tx, b, sessions, facts, states); err != nil {
 		return nil, err
 	}
 	return planBatch(b, sessions, states), nil
@@ -86,32 +89,39 @@ func lockKey(kind string, parts ...string) string {
 	return k
 }
 
-func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []string) (map[SessionKey]tracked, error) {
+// readTracked reads the bookkeeping rows of the sessions named, and for
+// each whether its sessions row was written by someone else since
+// adksession last wrote it (facts).
+func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []string) (map[SessionKey]tracked, map[SessionKey]rowFacts, error) {
 	m := map[SessionKey]tracked{}
+	facts := map[SessionKey]rowFacts{}
 	if len(apps) == 0 {
-		return m, nil
+		return m, facts, nil
 	}
 	args, err := s.d.bind(apps, users, ids)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows, err := tx.QueryContext(ctx, s.d.q.readSessions, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read session bookkeeping: %w", err)
+		return nil, nil, fmt.Errorf("read session bookkeeping: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var k SessionKey
 		var t tracked
-		if err := rows.Scan(&k.AppName, &k.UserID, &k.SessionID, &t.incarnation, &t.rev, &t.deleted); err != nil {
-			return nil, fmt.Errorf("read session bookkeeping: %w", err)
+		var written sql.NullInt64
+		var updated nullTime
+		if err := rows.Scan(&k.AppName, &k.UserID, &k.SessionID, &t.incarnation, &t.rev, &t.deleted, &written, &updated); err != nil {
+			return nil, nil, fmt.Errorf("read session bookkeeping: %w", err)
 		}
 		m[k] = t
+		facts[k] = rowFacts{foreign: written.Valid && updated.valid && updated.t.UnixMicro() != written.Int64}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read session bookkeeping: %w", err)
+		return nil, nil, fmt.Errorf("read session bookkeeping: %w", err)
 	}
-	return m, nil
+	return m, facts, nil
 }
 
 func (s *Store) readTrackedStates(ctx context.Context, tx *sql.Tx, apps, users []string) (map[stateKey]int64, error) {

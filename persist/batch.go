@@ -24,8 +24,13 @@ type EventRow struct {
 	// a session (the caller guarantees it), so that SQL order by timestamp is
 	// append order.
 	Timestamp time.Time
-	// Seq is the per-session sequence number, 1, 2, 3...
+	// Seq is the per-session sequence number, 1, 2, 3... (Redis's, in a
+	// batch: a rebased session's events keep it, docs/design.md).
 	Seq int64
+	// LogPos orders the events of a batch across its sessions: the position
+	// in the change log of the entry that logged the event (a rebased
+	// user's deltas apply in that order).
+	LogPos int
 	// Data is the event_data JSON object, snake_case storage form. Apply sets
 	// its "id", "invocation_id" and "timestamp" (epoch milliseconds) to the
 	// column values and keeps every other member byte for byte; the loads
@@ -53,6 +58,11 @@ type SessionUpsert struct {
 	CreateState map[string]json.RawMessage
 	// Events are the events of this incarnation in this batch, in order.
 	Events []EventRow
+	// Flushed is the last seq Redis believes the database holds (m:fl when
+	// the batch was read): an event at or below it that the database lacks
+	// is late, one above it and at or below the row's rev was numbered over
+	// the database's (docs/design.md, "Redis behind the database").
+	Flushed int64
 }
 
 // SessionDelete deletes every incarnation of a session up to Incarnation.
@@ -71,6 +81,11 @@ type StateUpsert struct {
 	// State holds the keys without their app: or user: prefix.
 	State      map[string]json.RawMessage
 	UpdateTime time.Time
+	// Rebase: Redis's copy of this state is known to be out of step with
+	// the database (its hash carries m:rb, docs/design.md): the row is
+	// written as the database's state plus the batch's new deltas, not as
+	// this snapshot. Only for a user's state.
+	Rebase bool
 }
 
 // Batch is what one Apply writes, in one transaction.
@@ -83,6 +98,8 @@ type Batch struct {
 	// no session row is written, but the create made its app's and user's
 	// state rows, as ADK's does, and the batch creates them ({} when missing).
 	Voided []VoidedCreate
+	// Outcome is set by Apply and ApplyEach: what they found while writing.
+	Outcome Outcome
 }
 
 // VoidedCreate is a create whose session a later delete removed before it

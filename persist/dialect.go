@@ -74,6 +74,11 @@ const setCreateState = `create_state = CASE
     WHEN adksession_sessions.incarnation = EXCLUDED.incarnation THEN adksession_sessions.create_state
   END`
 
+// setWrittenUpdate is how trackSessions updates written_update (the same
+// SQL on both dialects): an upsert records the update_time it wrote, a
+// delete (-1) keeps the last one.
+const setWrittenUpdate = `written_update = COALESCE(EXCLUDED.written_update, adksession_sessions.written_update)`
+
 // jsonColumn is a column of JSON texts.
 type jsonColumn []string
 

@@ -41,7 +41,7 @@ func storageJSON(seq int64) []byte {
 // events from..to.
 func upsert(k SessionKey, inc, from, to int64) SessionUpsert {
 	u := SessionUpsert{
-		Key: k, Incarnation: inc, Rev: to,
+		Key: k, Incarnation: inc, Rev: to, Flushed: to, // Redis's numbering is the database's
 		State:      map[string]json.RawMessage{"count": json.RawMessage(fmt.Sprint(to)), "gone": json.RawMessage("null")},
 		CreateTime: time.UnixMicro(inc).UTC(),
 		UpdateTime: time.UnixMicro(inc).UTC(),

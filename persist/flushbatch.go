@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/adksession/adksession/cache"
@@ -82,6 +83,7 @@ type shardBatch struct {
 	deadEntry map[string]bool                 // ids of changes dead-lettered
 	written   map[SessionKey]int              // events written per session
 	refused   map[[2]string]bool              // states dead-lettered in this batch
+	logPos    map[string]int                  // position of each change in the log, by id
 }
 
 // dead-letters c as unit unit unless it is already.
@@ -111,7 +113,10 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 	sb := &shardBatch{shard: shard, batch: &Batch{}, dead: bad, groups: map[SessionKey]*sessionChanges{},
 		markOf: map[SessionKey][]int{}, userMark: map[[2]string]int{}, events: map[SessionKey]map[int64]string{},
 		states: map[[2]string]StateUpsert{}, carriers: map[[2]string]cache.Change{}, deadEntry: map[string]bool{},
-		written: map[SessionKey]int{}, refused: map[[2]string]bool{}}
+		written: map[SessionKey]int{}, refused: map[[2]string]bool{}, logPos: map[string]int{}}
+	for i, c := range changes {
+		sb.logPos[c.ID] = i
+	}
 	for _, d := range bad {
 		sb.ids = append(sb.ids, d.Change.ID)
 		sb.deadEntry[d.Change.ID] = true
@@ -185,7 +190,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		}
 		if st.OK && st.Dead < st.Rev {
 			sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: uk[0], UserID: uk[1], Rev: st.Rev,
-				State: rawState(st.State), UpdateTime: time.Now().UTC()})
+				State: rawState(st.State), UpdateTime: time.Now().UTC(), Rebase: st.Rebase})
 			sb.userMark[uk] = sb.markOf[g.key][0]
 			sb.marks[sb.userMark[uk]].UserRev = st.Rev
 		}
@@ -238,7 +243,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	}
 	up := SessionUpsert{
 		Key: g.key, Incarnation: ref.Incarnation,
-		State:      rawState(r.Snap.State),
+		State: rawState(r.Snap.State), Flushed: r.Snap.Flushed,
 		CreateTime: time.UnixMicro(r.Snap.CreateTime).UTC(), UpdateTime: time.UnixMicro(r.Snap.UpdateTime).UTC(),
 	}
 	if r.CreateState != "" {
@@ -264,6 +269,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 			sb.deadLetter(changeOf(g, e.Seq, e.Ts), cache.DeadEvent, err.Error(), map[string]any{"seq": e.Seq, "event": e.JSON})
 			continue
 		}
+		row.LogPos = sb.logPos[changeOf(g, e.Seq, e.Ts).ID]
 		up.Events = append(up.Events, row)
 		sb.events[g.key][e.Seq] = e.JSON
 	}
@@ -282,11 +288,32 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	uk := [2]string{ref.App, ref.User}
 	if _, done := sb.carriers[uk]; !done && r.User.OK && r.User.Dead < r.User.Rev {
 		sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: ref.App, UserID: ref.User, Rev: r.User.Rev,
-			State: rawState(r.User.State), UpdateTime: up.UpdateTime})
+			State: rawState(r.User.State), UpdateTime: up.UpdateTime, Rebase: r.User.Rebase})
 		userRev = r.User.Rev
 		sb.userMark[uk] = len(sb.marks)
 	}
 	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev})
+}
+
+// rebased records in the marks what the database found out of step with
+// it (Outcome): a rebased session's marks, and one mark of each rebased
+// user (the one carrying its revision when there is one).
+func (sb *shardBatch) rebased(o Outcome) {
+	for _, k := range o.Rebased {
+		for _, i := range sb.markOf[k] {
+			sb.marks[i].Rebased = true
+		}
+	}
+	for _, u := range o.RebasedUsers {
+		uk := [2]string{u.AppName, u.UserID}
+		i, ok := sb.userMark[uk]
+		if !ok {
+			i = slices.IndexFunc(sb.marks, func(m cache.Flushed) bool { return m.App == u.AppName && m.User == u.UserID })
+		}
+		if i >= 0 {
+			sb.marks[i].UserRebased = true
+		}
+	}
 }
 
 // eventRow makes the events row of a cached event: one parse of its JSON

@@ -317,6 +317,7 @@ func (f *Flusher) flushShard(ctx context.Context, shard int) (int, error) {
 		}
 		sb.reject(rejected)
 	}
+	sb.rebased(sb.batch.Outcome)
 	return len(sb.ids), f.finish(ctx, sb)
 }
 

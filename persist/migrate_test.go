@@ -38,7 +38,7 @@ func TestMigrate(t *testing.T) {
 			"adk_internal_metadata", "adksession_schema_migrations", "adksession_sessions", "adksession_states",
 			"app_states", "events", "sessions", "user_states"})
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version, name FROM adksession_schema_migrations ORDER BY version`),
-			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"3", "create_state"}, {"4", "tombstones"}})
+			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"3", "create_state"}, {"4", "tombstones"}, {"5", "written_update"}})
 		same(t, "ADK metadata", queryStrings(t, s.db, `SELECT key, value FROM adk_internal_metadata`),
 			[][]string{{"schema_version", "1"}})
 
@@ -65,7 +65,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		must(t, err)
 		defer s.Close()
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version FROM adksession_schema_migrations ORDER BY version`),
-			[][]string{{"1"}, {"2"}, {"3"}, {"4"}})
+			[][]string{{"1"}, {"2"}, {"3"}, {"4"}, {"5"}})
 	})
 }
 
@@ -79,12 +79,13 @@ func TestMigrateFrom2(t *testing.T) {
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 2)}})
 		for _, q := range []string{`ALTER TABLE adksession_sessions DROP COLUMN create_state`,
 			`ALTER TABLE adksession_sessions DROP COLUMN tombstone_seen`, `ALTER TABLE adksession_sessions DROP COLUMN tombstone_inc`,
+			`ALTER TABLE adksession_sessions DROP COLUMN written_update`,
 			`DELETE FROM adksession_schema_migrations WHERE version >= 3`} {
 			_, err := s.db.Exec(q)
 			must(t, err)
 		}
 		before := dump(t, s)
-		if _, err := Open(ctx, u); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "found version 2, want 4") {
+		if _, err := Open(ctx, u); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "found version 2, want 5") {
 			t.Fatalf("Open at version 2: got %v, want ErrSchema", err)
 		}
 		must(t, Migrate(ctx, u))
@@ -92,8 +93,8 @@ func TestMigrateFrom2(t *testing.T) {
 		must(t, err)
 		defer s2.Close()
 		same(t, "rows kept", dump(t, s2)["sessions"], before["sessions"])
-		same(t, "bookkeeping kept", queryStrings(t, s2.db, `SELECT session_id, rev, create_state, tombstone_seen, tombstone_inc FROM adksession_sessions`),
-			[][]string{{"s1", "2", "", "", ""}})
+		same(t, "bookkeeping kept", queryStrings(t, s2.db, `SELECT session_id, rev, create_state, tombstone_seen, tombstone_inc, written_update FROM adksession_sessions`),
+			[][]string{{"s1", "2", "", "", "", ""}})
 		_, ok, err := s2.LoadCreateState(ctx, skey("s1"), inc1)
 		must(t, err)
 		same(t, "create-time state of an older session", ok, false)
@@ -106,8 +107,8 @@ func TestOpenRefusesOtherSchemas(t *testing.T) {
 		for _, tc := range []struct {
 			name, change, want string
 		}{
-			{"older adksession", `DELETE FROM adksession_schema_migrations WHERE version = 4`, "found version 3, want 4"},
-			{"newer adksession", `INSERT INTO adksession_schema_migrations VALUES (5, 'future', '2030-01-01 00:00:00')`, "found version 5, want 4"},
+			{"older adksession", `DELETE FROM adksession_schema_migrations WHERE version = 5`, "found version 4, want 5"},
+			{"newer adksession", `INSERT INTO adksession_schema_migrations VALUES (6, 'future', '2030-01-01 00:00:00')`, "found version 6, want 5"},
 			{"other ADK schema", `UPDATE adk_internal_metadata SET value = '2'`, `found ADK schema_version "2", want "1"`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

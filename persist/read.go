@@ -99,8 +99,11 @@ func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, before
 }
 
 func loadSessionRow(ctx context.Context, q sqlx.QueryerContext, key SessionKey) (*LoadedSession, error) {
-	var r sessionRow
-	err := sqlx.GetContext(ctx, q, &r, `SELECT `+sessionColumns+` `+sessionFrom+`
+	var r struct {
+		sessionRow
+		Written sql.NullInt64 `db:"written_update"`
+	}
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+sessionColumns+`, t.written_update AS written_update `+sessionFrom+`
 WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
 		key.AppName, key.UserID, key.SessionID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -110,8 +113,27 @@ WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
 		return nil, err
 	}
 	sum := r.summary(key)
+	if r.Written.Valid && r.Written.Int64 != sum.UpdateTime.UnixMicro() {
+		// Someone else (ADK) wrote the session since adksession did: its
+		// events are numbered by counting them, not from the rev adksession
+		// recorded (docs/design.md, "Redis behind the database").
+		if sum.Rev, err = countEvents(ctx, q, key); err != nil {
+			return nil, err
+		}
+	}
 	return &LoadedSession{Key: key, Incarnation: sum.Incarnation, Rev: sum.Rev, State: sum.State,
 		CreateTime: sum.CreateTime, UpdateTime: sum.UpdateTime}, nil
+}
+
+// countEvents counts the events the database holds of session key.
+func countEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey) (int64, error) {
+	var n int64
+	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM events WHERE app_name = $1 AND user_id = $2 AND session_id = $3`,
+		key.AppName, key.UserID, key.SessionID)
+	if err != nil {
+		return 0, fmt.Errorf("count events: %w", err)
+	}
+	return n, nil
 }
 
 // sessionRow receives sessionColumns.

@@ -25,10 +25,11 @@ var postgres = &dialect{
 		lockKeys: `SELECT pg_advisory_xact_lock(h) FROM (
   SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h
 ) AS l`,
-		readSessions: `SELECT t.app_name, t.user_id, t.session_id, t.incarnation, t.rev, t.deleted
+		readSessions: `SELECT t.app_name, t.user_id, t.session_id, t.incarnation, t.rev, t.deleted, t.written_update, s.update_time
 FROM adksession_sessions AS t
 JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_name, user_id, session_id)
-  ON t.app_name = k.app_name AND t.user_id = k.user_id AND t.session_id = k.session_id`,
+  ON t.app_name = k.app_name AND t.user_id = k.user_id AND t.session_id = k.session_id
+LEFT JOIN sessions AS s ON s.app_name = t.app_name AND s.user_id = t.user_id AND s.id = t.session_id`,
 		readStates: `SELECT t.app_name, t.user_id, t.rev
 FROM adksession_states AS t
 JOIN unnest($1::text[], $2::text[]) AS k(app_name, user_id)
@@ -49,12 +50,12 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::time
   WITH ORDINALITY AS k(app_name, user_id, session_id, id, invocation_id, ts, n)
 JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT DO NOTHING`,
-		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, create_state, incarnation, rev, deleted)
-SELECT k.app_name, k.user_id, k.session_id, NULLIF(k.create_state, '')::jsonb, k.incarnation, k.rev, k.deleted
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::boolean[])
-  AS k(app_name, user_id, session_id, create_state, incarnation, rev, deleted)
+		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, create_state, incarnation, rev, deleted, written_update)
+SELECT k.app_name, k.user_id, k.session_id, NULLIF(k.create_state, '')::jsonb, k.incarnation, k.rev, k.deleted, NULLIF(k.written_update, -1)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::boolean[], $8::bigint[])
+  AS k(app_name, user_id, session_id, create_state, incarnation, rev, deleted, written_update)
 ON CONFLICT (app_name, user_id, session_id) DO UPDATE
-SET incarnation = EXCLUDED.incarnation, rev = EXCLUDED.rev, deleted = EXCLUDED.deleted, ` + setCreateState,
+SET incarnation = EXCLUDED.incarnation, rev = EXCLUDED.rev, deleted = EXCLUDED.deleted, ` + setWrittenUpdate + `, ` + setCreateState,
 		ensureAppStates: `INSERT INTO app_states (app_name, state, update_time)
 SELECT k.app_name, '{}', k.update_time FROM unnest($1::text[], $2::timestamp[]) AS k(app_name, update_time)
 ON CONFLICT DO NOTHING`,

@@ -15,10 +15,11 @@ var sqlite = &dialect{
 	migrations:  "migrations/sqlite",
 	tableExists: `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1)`,
 	q: batchQueries{
-		readSessions: `SELECT t.app_name, t.user_id, t.session_id, t.incarnation, t.rev, t.deleted
+		readSessions: `SELECT t.app_name, t.user_id, t.session_id, t.incarnation, t.rev, t.deleted, t.written_update, s.update_time
 FROM json_each($1) AS k
 JOIN adksession_sessions AS t
-  ON t.app_name = k.value->>0 AND t.user_id = k.value->>1 AND t.session_id = k.value->>2`,
+  ON t.app_name = k.value->>0 AND t.user_id = k.value->>1 AND t.session_id = k.value->>2
+LEFT JOIN sessions AS s ON s.app_name = t.app_name AND s.user_id = t.user_id AND s.id = t.session_id`,
 		readStates: `SELECT t.app_name, t.user_id, t.rev
 FROM json_each($1) AS k
 JOIN adksession_states AS t ON t.app_name = k.value->>0 AND t.user_id = k.value->>1`,
@@ -31,10 +32,10 @@ SET state = excluded.state, create_time = excluded.create_time, update_time = ex
 		insertEvents: `INSERT INTO events (app_name, user_id, session_id, id, invocation_id, "timestamp", event_data)
 SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 FROM json_each($1) WHERE true
 ON CONFLICT DO NOTHING`,
-		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, create_state, incarnation, rev, deleted)
-SELECT value->>0, value->>1, value->>2, NULLIF(value->>3, ''), value->>4, value->>5, value->>6 FROM json_each($1) WHERE true
+		trackSessions: `INSERT INTO adksession_sessions (app_name, user_id, session_id, create_state, incarnation, rev, deleted, written_update)
+SELECT value->>0, value->>1, value->>2, NULLIF(value->>3, ''), value->>4, value->>5, value->>6, NULLIF(value->>7, -1) FROM json_each($1) WHERE true
 ON CONFLICT (app_name, user_id, session_id) DO UPDATE
-SET incarnation = excluded.incarnation, rev = excluded.rev, deleted = excluded.deleted, ` + setCreateState,
+SET incarnation = excluded.incarnation, rev = excluded.rev, deleted = excluded.deleted, ` + setWrittenUpdate + `, ` + setCreateState,
 		ensureAppStates: `INSERT INTO app_states (app_name, state, update_time)
 SELECT value->>0, '{}', value->>1 FROM json_each($1) WHERE true
 ON CONFLICT DO NOTHING`,

@@ -30,6 +30,7 @@ WHERE m.type = 'table' ORDER BY m.name, p.cid`), [][]string{
 		{"adksession_sessions", "create_state", "TEXT", "0", "0"},
 		{"adksession_sessions", "tombstone_seen", "DATETIME", "0", "0"},
 		{"adksession_sessions", "tombstone_inc", "BIGINT", "0", "0"},
+		{"adksession_sessions", "written_update", "BIGINT", "0", "0"},
 		{"adksession_states", "app_name", "VARCHAR(191)", "1", "1"},
 		{"adksession_states", "user_id", "VARCHAR(191)", "1", "2"},
 		{"adksession_states", "rev", "BIGINT", "1", "0"},

@@ -34,6 +34,26 @@ var readTimeLayouts = []string{
 // Python's PreciseTimestamp also accepts). Text without an offset is UTC.
 type dbTime struct{ t time.Time }
 
+// nullTime is a timestamp column that may be NULL.
+type nullTime struct {
+	t     time.Time
+	valid bool
+}
+
+// Scan implements sql.Scanner.
+func (n *nullTime) Scan(v any) error {
+	if v == nil {
+		*n = nullTime{}
+		return nil
+	}
+	var d dbTime
+	if err := d.Scan(v); err != nil {
+		return err
+	}
+	*n = nullTime{t: d.t, valid: true}
+	return nil
+}
+
 // Scan implements sql.Scanner.
 func (d *dbTime) Scan(v any) error {
 	switch v := v.(type) {

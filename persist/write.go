@@ -55,12 +55,14 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 		return err
 	}
 	creates := map[SessionKey]map[string]json.RawMessage{}
+	written := map[SessionKey]int64{}
 	for _, u := range sessions {
 		if u.CreateState != nil {
 			creates[u.Key] = u.CreateState
 		}
+		written[u.Key] = u.UpdateTime.UnixMicro()
 	}
-	var incs, revs []int64
+	var incs, revs, wuts []int64
 	var deleted []bool
 	for _, t := range tracked {
 		create := ""
@@ -72,9 +74,13 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 			create = state
 		}
 		c.add(0, t.key.AppName).add(1, t.key.UserID).add(2, t.key.SessionID).add(3, create)
-		incs, revs, deleted = append(incs, t.incarnation), append(revs, t.rev), append(deleted, t.deleted)
+		wut, ok := written[t.key]
+		if !ok || t.deleted {
+			wut = -1 // kept as it is
+		}
+		incs, revs, deleted, wuts = append(incs, t.incarnation), append(revs, t.rev), append(deleted, t.deleted), append(wuts, wut)
 	}
-	return s.exec(ctx, tx, "track sessions", q.trackSessions, append(c.take(4), incs, revs, deleted)...)
+	return s.exec(ctx, tx, "track sessions", q.trackSessions, append(c.take(4), incs, revs, deleted, wuts)...)
 }
 
 // writeEvents inserts events rows (existing ones are left alone).

@@ -1,0 +1,225 @@
+package integration
+
+// Redis behind the database (docs/design.md, "Redis behind the database"):
+// Redis comes back holding an older copy of a session and its user than
+// the database (an old copy of its keys put back, a restart from an RDB
+// snapshot), or ADK appended to the session in the database. Every write
+// acknowledged after that reaches the database after what it holds, in
+// order; state converges key by key; no read fails.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/service"
+)
+
+// behindEvent appends event id with the deltas every test of this file
+// checks: last (overwritten by each), own (one key per event) and the same
+// for the user scope.
+func behindEvent(t *testing.T, svc *service.Service, sess *service.Session, id string, j int) {
+	t.Helper()
+	ev := &service.Event{ID: id, InvocationID: fmt.Sprint("inv-", j), Author: "model",
+		Actions: service.EventActions{StateDelta: map[string]any{"last": j, "own-" + id: j, "user:last": j, "user:own-" + id: j}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := svc.AppendEvent(wbCtx(t), sess, ev)
+		if err == nil {
+			return
+		}
+		// After a Redis restart go-redis may refuse for a moment
+		// (docs/design.md, "Redis faults"): retry the same event by id.
+		require.True(t, time.Now().Before(deadline), "append %s: %v", id, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func eventIDsUpTo(n int, from int) []string {
+	var out []string
+	for j := from; j <= n; j++ {
+		out = append(out, fmt.Sprint("e", j))
+	}
+	return out
+}
+
+// requireBehindRows checks that the database holds events e1..en once each,
+// in order, with the state of the last one.
+func (e *wbEnv) requireBehindRows(k sessKey, n int) {
+	e.t.Helper()
+	rows := readDB(e.t, e.db)
+	var got []string
+	for _, ev := range rows.Events[k] {
+		got = append(got, ev.ID)
+	}
+	require.Equal(e.t, eventIDsUpTo(n, 1), got, "events in the database, in timestamp order")
+	st := rows.Sessions[k].State
+	require.Equal(e.t, float64(n), st["last"], "session state: the last acknowledged value")
+	us := rows.Users[[2]string{k.app, k.user}]
+	require.Equal(e.t, float64(n), us["last"], "user state: the last acknowledged value")
+	for j := 1; j <= n; j++ {
+		require.Equal(e.t, float64(j), st[fmt.Sprint("own-e", j)], "session key of e%d", j)
+		require.Equal(e.t, float64(j), us[fmt.Sprint("own-e", j)], "user key of e%d", j)
+	}
+}
+
+// requireBehindGet checks that Get serves e1..en with their state.
+func (e *wbEnv) requireBehindGet(k sessKey, n int) *service.Session {
+	e.t.Helper()
+	got, err := e.svc.Get(wbCtx(e.t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+	require.NoError(e.t, err)
+	var evs []string
+	for ev := range got.Session.Events().All() {
+		evs = append(evs, ev.ID)
+	}
+	require.Equal(e.t, eventIDsUpTo(n, 1), evs)
+	st := stateMap(got.Session)
+	require.Equal(e.t, float64(n), st["last"])
+	require.Equal(e.t, float64(n), st["user:last"])
+	win, err := e.svc.Get(wbCtx(e.t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid, NumRecentEvents: 2})
+	require.NoError(e.t, err)
+	require.Equal(e.t, eventIDsUpTo(n, n-1), []string{win.Session.Events().At(0).ID, win.Session.Events().At(1).ID})
+	return got.Session
+}
+
+// runBehind drives the story every route shares: e1..e6 flushed, Redis's
+// state taken (keep), e7 and e8 acknowledged and flushed, Redis put back to
+// what was taken (goBack), then e9 appended through a fresh handle.
+func runBehind(t *testing.T, e *wbEnv, keep func(k sessKey), goBack func(k sessKey)) {
+	k := sessKey{"app", "u", "s"}
+	sess := e.create(e.svc, k.app, k.user, k.sid, map[string]any{"k": "v"})
+	for j := 1; j <= 6; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	e.flush(e.svc)
+	keep(k)
+	for j := 7; j <= 8; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	e.flush(e.svc)
+	goBack(k)
+
+	back, err := e.svc.Get(wbCtx(t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+	require.NoError(t, err)
+	require.Equal(t, 6, back.Session.Events().Len(), "Redis serves its older copy")
+	behindEvent(t, e.svc, back.Session, "e9", 9)
+	e.flush(e.svc)
+	e.requireBehindRows(k, 9)
+
+	// The out-of-step copy held nothing unflushed after the flush: it is
+	// gone, and the next read puts back what the database holds.
+	require.Equal(t, time.Duration(-2), e.pttl(e.sessionKeys(k.app, k.user, k.sid).Session))
+	got := e.requireBehindGet(k, 9)
+	behindEvent(t, e.svc, got, "e10", 10)
+	e.flush(e.svc)
+	e.requireBehindRows(k, 10)
+	e.wipeNamespace()
+	e.requireBehindGet(k, 10)
+}
+
+func TestRedisBehindDatabase(t *testing.T) {
+	t.Parallel()
+	t.Run("OldCopyRestored", func(t *testing.T) {
+		t.Parallel()
+		e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+		dumps := map[string]string{}
+		var keys []string
+		runBehind(t, e, func(k sessKey) {
+			sk := e.sessionKeys(k.app, k.user, k.sid)
+			keys = []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.User}
+			for _, key := range keys {
+				d, err := e.rdb.Dump(wbCtx(t), key).Result()
+				if err == redis.Nil {
+					continue
+				}
+				require.NoError(t, err)
+				dumps[key] = d
+			}
+			require.Contains(t, dumps, sk.Session)
+		}, func(sessKey) {
+			for _, key := range keys {
+				require.NoError(t, e.rdb.Del(wbCtx(t), key).Err())
+				if d, ok := dumps[key]; ok {
+					require.NoError(t, e.rdb.Restore(wbCtx(t), key, 0, d).Err())
+				}
+			}
+		})
+	})
+	t.Run("RDBRestart", func(t *testing.T) {
+		t.Parallel()
+		srv := testenv.StartRedis(t)
+		e := newWB(t, srv.URL, testenv.FreshDatabase(t), nil)
+		runBehind(t, e, func(sessKey) {
+			require.NoError(t, e.rdb.Save(wbCtx(t)).Err())
+		}, func(sessKey) {
+			srv.Kill(t)
+			srv.Start(t) // loads the snapshot taken after e6
+		})
+	})
+}
+
+// TestADKAppendedAfterUs: ADK Python appends to a session adksession wrote
+// (side-by-side use, or a rollback to ADK and back); adksession serves the
+// session and appends after ADK's row, whether Redis still holds its copy or
+// not.
+func TestADKAppendedAfterUs(t *testing.T) {
+	t.Parallel()
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprint("cached=", cached), func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+			k := sessKey{"app", "u", "s"}
+			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+			for j := 1; j <= 3; j++ {
+				behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+			}
+			e.flush(e.svc)
+			adkAppend(t, e, k, "e4", 4, sess.LastUpdateTime().Add(time.Second))
+			if !cached {
+				e.wipeNamespace()
+				got := e.requireBehindGet(k, 4)
+				sess = got
+			}
+			behindEvent(t, e.svc, sess, "e5", 5)
+			e.flush(e.svc)
+			e.requireBehindRows(k, 5)
+			e.requireBehindGet(k, 5)
+			e.wipeNamespace()
+			e.requireBehindGet(k, 5)
+		})
+	}
+}
+
+// adkAppend writes event id as ADK Python's DatabaseSessionService.
+// append_event does: an events row (event_data as Event.model_dump, the
+// timestamp in float seconds), the session's state delta merged into
+// sessions.state, user state into user_states, and update_time set to the
+// event's time.
+func adkAppend(t *testing.T, e *wbEnv, k sessKey, id string, j int, at time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data := fmt.Sprintf(`{"invocation_id":"adk-inv","author":"agent","actions":{"state_delta":{"last":%d,"own-%s":%d,"user:last":%d,"user:own-%s":%d},`+
+		`"artifact_delta":{},"requested_auth_configs":{},"requested_tool_confirmations":{}},"id":%q,"timestamp":%.6f}`,
+		j, id, j, j, id, j, id, float64(at.UnixMicro())/1e6)
+	ts := at.UTC().Format("2006-01-02 15:04:05.000000")
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, 'adk-inv', $5, $6)`,
+			[]any{id, k.app, k.user, k.sid, ts, data}},
+		{`UPDATE sessions SET state = state || jsonb_build_object('last', $4::int, 'own-' || $5, $4::int), update_time = $6
+WHERE app_name = $1 AND user_id = $2 AND id = $3`, []any{k.app, k.user, k.sid, j, id, ts}},
+		{`UPDATE user_states SET state = state || jsonb_build_object('last', $3::int, 'own-' || $4, $3::int), update_time = $5
+WHERE app_name = $1 AND user_id = $2`, []any{k.app, k.user, j, id, ts}},
+	} {
+		_, err := e.db.ExecContext(ctx, q.sql, q.args...)
+		require.NoError(t, err)
+	}
+}

@@ -1,0 +1,344 @@
+package persist
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Redis behind the database (docs/design.md): Redis can come back holding an
+// older copy of a session or a user than the database (a restart from an
+// RDB snapshot, a failover to a replica that lagged, a FLUSHALL while a
+// batch was in flight, a restore), and ADK may have appended to a session
+// in the database. Redis then numbers new events with seqs the database
+// already has, and its state snapshots carry older values. The database is
+// the authority: such a session's batch is rebased onto what the database
+// holds (its new events after the database's, its state the database's plus
+// the new events' deltas), and so is the state of its user.
+
+// rowFacts is what the bookkeeping read says of a sessions row beyond its
+// rev.
+type rowFacts struct {
+	// foreign: the sessions row's update_time is not the one adksession
+	// last wrote: ADK (or another writer) appended to it since.
+	foreign bool
+}
+
+// Outcome is what Apply (or ApplyEach) found while writing a batch.
+type Outcome struct {
+	// Rebased are the sessions whose events Redis numbered over the
+	// database's (or that ADK appended to): their new events were written
+	// after the database's and their state from the database's. Their
+	// Redis copy is out of step with the database and should be let go of
+	// once it holds nothing unflushed (cache.Flushed.Rebased).
+	Rebased []SessionKey
+	// RebasedUsers are the users (AppName, UserID) whose state was written
+	// as the database's plus the batch's new deltas.
+	RebasedUsers []SessionKey
+}
+
+// dbSession is what the database holds of a session being rebased.
+type dbSession struct {
+	count   int64
+	last    time.Time // the newest event's timestamp; zero without events
+	state   map[string]json.RawMessage
+	updated time.Time
+	has     map[string]bool // the batch's event ids the database holds
+}
+
+// rebaseTx returns b with the sessions and user states that Redis holds
+// behind the database rebased onto it (b itself is left as it is, but for
+// its Outcome, which it sets). A session is checked only when its
+// bookkeeping says it may be behind (an event of the batch at or below the
+// row's rev, or a row someone else wrote), so the common batch reads
+// nothing more.
+func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map[SessionKey]tracked,
+	facts map[SessionKey]rowFacts, states map[stateKey]int64) (*Batch, error) {
+	b.Outcome = Outcome{}
+	users := map[stateKey]bool{}
+	for _, st := range b.UserStates {
+		if st.Rebase {
+			users[stateKey{app: st.AppName, user: st.UserID}] = true
+		}
+	}
+	var out *Batch
+	for i := range b.Sessions {
+		u := &b.Sessions[i]
+		t, ok := sessions[u.Key]
+		if !ok || t.deleted || t.incarnation != u.Incarnation || !mayBeBehind(u, t, facts[u.Key]) {
+			continue
+		}
+		db, err := readDBSession(ctx, tx, s.d, u.Key, u.Events)
+		if err != nil {
+			return nil, err
+		}
+		over, late := numberedOver(u, t, db)
+		switch {
+		case facts[u.Key].foreign || over:
+			if out == nil {
+				out = cloneBatch(b)
+			}
+			out.Sessions[i] = rebaseSession(u, t, db)
+			b.Outcome.Rebased = append(b.Outcome.Rebased, u.Key)
+			users[stateKey{app: u.Key.AppName, user: u.Key.UserID}] = true
+		case late && u.Rev < t.rev:
+			// Events the database never got (a dead-lettered session row
+			// retried after later events were written): they go in at
+			// their own times, into the row as the database holds it.
+			if out == nil {
+				out = cloneBatch(b)
+			}
+			out.Sessions[i] = lateSession(u, t, db)
+		}
+	}
+	if len(users) == 0 {
+		if out == nil {
+			return b, nil
+		}
+		return out, nil
+	}
+	if out == nil {
+		out = cloneBatch(b)
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(users), compareStateKeys) {
+		if err := rebaseUser(ctx, tx, out, b.Outcome.Rebased, k, sessions, states); err != nil {
+			return nil, err
+		}
+		b.Outcome.RebasedUsers = append(b.Outcome.RebasedUsers, SessionKey{AppName: k.app, UserID: k.user})
+	}
+	return out, nil
+}
+
+// mayBeBehind: the bookkeeping row t allows that Redis numbered u's events
+// over the database's: one of them is at or below the row's rev, or
+// someone else wrote the row.
+func mayBeBehind(u *SessionUpsert, t tracked, f rowFacts) bool {
+	if f.foreign {
+		return true
+	}
+	for _, e := range u.Events {
+		if e.Seq <= t.rev {
+			return true
+		}
+	}
+	return false
+}
+
+// numberedOver tells apart the events of u at or below the row's rev that
+// the database does not hold. One above what Redis believes flushed
+// (u.Flushed) was given a seq the database had given another event: Redis
+// is behind (over). One at or below it is late: Redis's numbering is the
+// database's, and the database never got that event (its session row was
+// dead-lettered, and later events were written before the retry).
+func numberedOver(u *SessionUpsert, t tracked, db *dbSession) (over, late bool) {
+	for _, e := range u.Events {
+		if e.Seq > t.rev || db.has[e.ID] {
+			continue
+		}
+		if e.Seq > u.Flushed {
+			over = true
+		} else {
+			late = true
+		}
+	}
+	return over, late
+}
+
+// lateSession returns u as a replay of the row the database holds (its
+// rev, state and update time) that also writes u's late events, at their
+// own times.
+func lateSession(u *SessionUpsert, t tracked, db *dbSession) SessionUpsert {
+	out := *u
+	out.Rev, out.State, out.UpdateTime = t.rev, db.state, db.updated
+	if out.State == nil {
+		out.State = map[string]json.RawMessage{}
+	}
+	return out
+}
+
+// rebaseSession returns u rebased onto what the database holds: the events
+// the database lacks that Redis numbered over the database's, in Redis's
+// order, each after the database's newest (moved to the previous one's +
+// 1 µs when not after it), and the late ones at their own times; the
+// database's session state with the moved events' session-scoped deltas
+// applied in order; a rev counting the database's events and the moved ones.
+func rebaseSession(u *SessionUpsert, t tracked, db *dbSession) SessionUpsert {
+	out := *u
+	out.Events = nil
+	out.State = maps.Clone(db.state)
+	if out.State == nil {
+		out.State = map[string]json.RawMessage{}
+	}
+	prev := db.last
+	moved := int64(0)
+	for _, e := range u.Events {
+		if db.has[e.ID] {
+			continue
+		}
+		if e.Seq <= u.Flushed {
+			// Late (see numberedOver): at its own time, its delta already
+			// in the state the database holds.
+			out.Events = append(out.Events, e)
+			continue
+		}
+		if !e.Timestamp.After(prev) {
+			e.Timestamp = prev.Add(time.Microsecond)
+		}
+		prev = e.Timestamp
+		moved++
+		for k, v := range eventDelta(e.Data) {
+			if scopeOf(k) == scopeSession {
+				out.State[k] = v
+			}
+		}
+		out.Events = append(out.Events, e)
+	}
+	out.Rev = max(t.rev, db.count) + moved
+	out.UpdateTime = db.updated
+	if moved > 0 {
+		out.UpdateTime = prev
+	}
+	return out
+}
+
+// rebaseUser makes the batch's state of user k the database's with the
+// user: deltas of the batch's new events applied in log order, at a rev
+// above the database's. rebased are the batch's rebased sessions.
+func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []SessionKey, k stateKey,
+	sessions map[SessionKey]tracked, states map[stateKey]int64) error {
+	var state stateColumn
+	err := tx.QueryRowContext(ctx, `SELECT state FROM user_states WHERE app_name = $1 AND user_id = $2`, k.app, k.user).Scan(&state)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read user state to rebase: %w", err)
+	}
+	if state == nil {
+		state = stateColumn{}
+	}
+	var news []EventRow
+	for _, u := range b.Sessions {
+		if u.Key.AppName != k.app || u.Key.UserID != k.user {
+			continue
+		}
+		t, tracked := sessions[u.Key]
+		rebased := slices.Contains(rebasedSessions, u.Key)
+		for _, e := range u.Events {
+			// A rebased session's events are all new; another's are new
+			// above the database's rev (or all, for a new incarnation).
+			if rebased || !tracked || t.incarnation != u.Incarnation || e.Seq > t.rev {
+				news = append(news, e)
+			}
+		}
+	}
+	slices.SortStableFunc(news, func(a, b EventRow) int { return cmp.Compare(a.LogPos, b.LogPos) })
+	for _, e := range news {
+		for key, v := range eventDelta(e.Data) {
+			if scopeOf(key) == scopeUser {
+				state[strings.TrimPrefix(key, "user:")] = v
+			}
+		}
+	}
+	i := slices.IndexFunc(b.UserStates, func(st StateUpsert) bool { return st.AppName == k.app && st.UserID == k.user })
+	if i < 0 {
+		b.UserStates = append(b.UserStates, StateUpsert{AppName: k.app, UserID: k.user, UpdateTime: time.Now().UTC()})
+		i = len(b.UserStates) - 1
+	}
+	st := &b.UserStates[i]
+	st.State = state
+	st.Rev = max(st.Rev, states[k]+1)
+	return nil
+}
+
+// readDBSession reads what the database holds of session key, and which of
+// events it holds (by id).
+func readDBSession(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, events []EventRow) (*dbSession, error) {
+	db := &dbSession{has: map[string]bool{}}
+	var last nullTime
+	if err := tx.QueryRowContext(ctx, `SELECT count(*), max("timestamp") FROM events
+WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.UserID, key.SessionID).Scan(&db.count, &last); err != nil {
+		return nil, fmt.Errorf("read events of session %s to rebase: %w", key, err)
+	}
+	db.last = last.t
+	var state stateColumn
+	var updated nullTime
+	err := tx.QueryRowContext(ctx, `SELECT state, update_time FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3`,
+		key.AppName, key.UserID, key.SessionID).Scan(&state, &updated)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read session %s to rebase: %w", key, err)
+	}
+	db.state, db.updated = state, updated.t
+	for chunk := range slices.Chunk(events, 500) {
+		q := `SELECT id FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? AND id IN (?` +
+			strings.Repeat(", ?", len(chunk)-1) + `)`
+		args := []any{key.AppName, key.UserID, key.SessionID}
+		for _, e := range chunk {
+			args = append(args, e.ID)
+		}
+		rows, err := tx.QueryContext(ctx, d.rebind(q), args...)
+		if err != nil {
+			return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
+			}
+			db.has[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
+		}
+	}
+	return db, nil
+}
+
+// cloneBatch copies b deeply enough to replace its sessions and user states.
+func cloneBatch(b *Batch) *Batch {
+	out := *b
+	out.Sessions = slices.Clone(b.Sessions)
+	out.UserStates = slices.Clone(b.UserStates)
+	return &out
+}
+
+// eventDelta returns the state delta of an event in storage form (keys with
+// their scope prefixes); nil when it has none or cannot be read.
+func eventDelta(data []byte) map[string]json.RawMessage {
+	var e struct {
+		Actions struct {
+			StateDelta map[string]json.RawMessage `json:"state_delta"`
+		} `json:"actions"`
+	}
+	if json.Unmarshal(data, &e) != nil {
+		return nil
+	}
+	return e.Actions.StateDelta
+}
+
+// The scopes of a state key, by its prefix (checked in this order: app:user:x
+// is app-scoped).
+const (
+	scopeSession = iota
+	scopeApp
+	scopeUser
+	scopeTemp
+)
+
+func scopeOf(key string) int {
+	switch {
+	case strings.HasPrefix(key, "app:"):
+		return scopeApp
+	case strings.HasPrefix(key, "user:"):
+		return scopeUser
+	case strings.HasPrefix(key, "temp:"):
+		return scopeTemp
+	}
+	return scopeSession
+}

@@ -1,0 +1,96 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// storedEvents lists the ids of the events the database holds of k, in
+// timestamp order, with their timestamps.
+func storedEvents(t *testing.T, s *Store, k SessionKey) ([]string, []time.Time) {
+	t.Helper()
+	rows, err := s.LoadEvents(context.Background(), k, Window{}, 0)
+	must(t, err)
+	var ids []string
+	var times []time.Time
+	for _, e := range rows {
+		ids = append(ids, e.ID)
+		times = append(times, e.Timestamp)
+	}
+	return ids, times
+}
+
+// TestApplyRebasesNumberedOver: Redis came back behind the database (it
+// holds e1..e6 and numbers a new event 7; the database holds e1..e8). The
+// new event goes after e8 (its time moved past e8's), the session's state
+// is the database's with the new delta, the user's too, the rev counts
+// 9 events; replaying the batch changes nothing.
+func TestApplyRebasesNumberedOver(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := migrated(t, b)
+		k := skey("s1")
+		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 8)},
+			UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: 5, State: map[string]json.RawMessage{"u": json.RawMessage(`"x5"`), "keep": json.RawMessage(`1`)}, UpdateTime: eventTime(inc1, 8)}}})
+
+		behind := upsert(k, inc1, 1, 7)
+		behind.Flushed = 6
+		behind.State = map[string]json.RawMessage{"count": json.RawMessage(`6`), "k": json.RawMessage(`"n7"`)}
+		behind.Events = behind.Events[:6]
+		behind.Events = append(behind.Events, EventRow{ID: "new-7", InvocationID: "inv-new", Seq: 7, Timestamp: eventTime(inc1, 7),
+			Data: []byte(`{"author":"model","actions":{"state_delta":{"k":"n7","user:u":"n7","app:a":7},"artifact_delta":{}}}`)})
+		behindUser := StateUpsert{AppName: "app", UserID: "u1", Rev: 4, State: map[string]json.RawMessage{"u": json.RawMessage(`"n7"`)}, UpdateTime: eventTime(inc1, 7)}
+		batch := &Batch{Sessions: []SessionUpsert{behind}, UserStates: []StateUpsert{behindUser}}
+		apply(t, s, batch)
+		same(t, "outcome", batch.Outcome, Outcome{Rebased: []SessionKey{k}, RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}}})
+
+		ids, times := storedEvents(t, s, k)
+		want := []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3), eventID(inc1, 4), eventID(inc1, 5),
+			eventID(inc1, 6), eventID(inc1, 7), eventID(inc1, 8), "new-7"}
+		same(t, "events", ids, want)
+		same(t, "moved after the database's newest", times[8], eventTime(inc1, 8).Add(time.Microsecond))
+		ls, err := s.LoadSession(ctx, k, Window{})
+		must(t, err)
+		same(t, "rev", ls.Rev, int64(9))
+		same(t, "session state: the database's, then the new delta", jsonValue(t, ls.State),
+			map[string]any{"count": float64(8), "gone": nil, "k": "n7"})
+		same(t, "user state: the database's, then the new delta", jsonValue(t, ls.UserState),
+			map[string]any{"u": "n7", "keep": float64(1)})
+		same(t, "update time", ls.UpdateTime, times[8])
+
+		d := dump(t, s)
+		apply(t, s, &Batch{Sessions: []SessionUpsert{behind}, UserStates: []StateUpsert{behindUser}})
+		same(t, "replaying the batch", dump(t, s), d)
+	})
+}
+
+// TestApplyLateEvents: a session's row was refused with e1 and e2, then e3
+// was written; the retried e1 and e2 (in either order) go in at their own
+// times, the row stays as the database holds it.
+func TestApplyLateEvents(t *testing.T) {
+	for _, order := range [][2]int64{{1, 2}, {2, 1}} {
+		t.Run(fmt.Sprintf("e%d_then_e%d", order[0], order[1]), func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, b backend) {
+				ctx := context.Background()
+				s := migrated(t, b)
+				k := skey("s1")
+				apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 3, 3)}})
+				before, err := s.LoadSession(ctx, k, Window{})
+				must(t, err)
+				for _, seq := range order {
+					apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, seq, seq)}})
+				}
+				ids, _ := storedEvents(t, s, k)
+				same(t, "events", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3)})
+				ls, err := s.LoadSession(ctx, k, Window{})
+				must(t, err)
+				same(t, "rev", ls.Rev, int64(3))
+				same(t, "state kept", jsonValue(t, ls.State), jsonValue(t, before.State))
+				same(t, "update time kept", ls.UpdateTime, before.UpdateTime)
+			})
+		})
+	}
+}
