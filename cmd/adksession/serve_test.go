@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -111,7 +112,8 @@ func TestHelp(t *testing.T) {
 	}
 	out.Reset()
 	require.Equal(t, 0, run([]string{"serve", "--help"}, &out, &out))
-	for _, want := range []string{"REDIS_URL", "DATABASE_URL", "ADDR", "AUTH_TOKEN", "-namespace", "second signal"} {
+	for _, want := range []string{"REDIS_URL", "DATABASE_URL", "ADDR", "AUTH_TOKEN", "-namespace", "second signal",
+		"-read-timeout", "-write-timeout", "-idle-timeout", "-max-connections", "-http-shutdown-timeout", "-drain-timeout"} {
 		require.Contains(t, out.String(), want)
 	}
 	out.Reset()
@@ -259,4 +261,17 @@ func TestServeStartFailsClean(t *testing.T) {
 			require.Empty(t, out.String(), "nothing was started")
 		}
 	}
+}
+
+// TestDrainTimeoutFlags: --drain-timeout and its old name --shutdown-timeout
+// set the same budget, and a zero budget is refused.
+func TestDrainTimeoutFlags(t *testing.T) {
+	for args, want := range map[string]time.Duration{"": 30 * time.Second, "--drain-timeout=7s": 7 * time.Second, "--shutdown-timeout=5s": 5 * time.Second} {
+		var d time.Duration
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		registerDrainTimeout(fs, &d, "")
+		require.NoError(t, fs.Parse(strings.Fields(args)))
+		require.Equal(t, want, d, args)
+	}
+	require.ErrorContains(t, checkDrainTimeout(0), "--drain-timeout must be positive")
 }
