@@ -118,10 +118,12 @@ func (f *Flusher) Start(ctx context.Context) {
 	go f.loop(ctx)
 }
 
-// Stop ends the loop, then drains what is left, bounded by ctx, and gives up
-// the flusher's leases at once, so that another flusher takes its shards on
-// its next poll (a flusher that dies keeps them for LeaseTTL). Calling it
-// again is a no-op.
+// Stop ends the loop, then drains what is left (drain: until a pass finds
+// nothing, retrying failed passes until ctx ends), and gives up the
+// flusher's leases at once, so that another flusher takes its shards on its
+// next poll (a flusher that dies keeps them for LeaseTTL). Give ctx a
+// deadline: with a database that never comes back, the drain retries until
+// ctx ends. Calling it again is a no-op.
 func (f *Flusher) Stop(ctx context.Context) error {
 	f.mu.Lock()
 	if f.stopped {
@@ -135,20 +137,42 @@ func (f *Flusher) Stop(ctx context.Context) error {
 		cancel()
 		<-done
 	}
-	var err error
-	for {
-		n, e := f.RunOnce(ctx)
-		if e != nil || n == 0 {
-			err = e
-			break
-		}
-	}
+	err := f.drain(ctx)
 	// Give the shards up at once (one pipeline), also when ctx has ended:
 	// another flusher takes them on its next poll instead of waiting for
 	// the leases to expire.
 	rctx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelRelease()
 	return errors.Join(err, f.cache.ReleaseLeases(rctx, f.owner))
+}
+
+// drain runs passes until one finds nothing left. A failed pass (the
+// database restarting or failing over, a connection refused, Redis
+// unreachable for a moment) is retried after the loop's capped backoff for
+// as long as ctx lasts: a drain gives up only when its budget ends, never on
+// its first error. What is left then stays in the change log for the next
+// flusher.
+func (f *Flusher) drain(ctx context.Context) error {
+	var b backoff
+	for {
+		n, err := f.RunOnce(ctx)
+		if err == nil {
+			if n == 0 {
+				return nil
+			}
+			b.reset()
+			continue
+		}
+		if ctx.Err() == nil {
+			wait := f.failedPass(err, &b, "adksession flusher: drain pass failed, retrying")
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+				continue
+			}
+		}
+		return fmt.Errorf("drain: changes left when its budget ended: %w", errors.Join(err, context.Cause(ctx)))
+	}
 }
 
 // Kick asks for a pass now (Flush calls it).
@@ -187,8 +211,7 @@ func (f *Flusher) loop(ctx context.Context) {
 	if idle <= 0 {
 		idle = max(15*time.Second, time.Duration(f.cache.Keys().Shards())*time.Second/4)
 	}
-	backoff := time.Duration(0)
-	var lastLog time.Time
+	var b backoff
 	for {
 		n, err := f.RunOnce(ctx)
 		f.endPass()
@@ -196,25 +219,18 @@ func (f *Flusher) loop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			f.retries.Add(1)
-			f.lastErr.Store(err.Error())
-			backoff = min(max(2*backoff, minBackoff), f.opts.MaxBackoff)
-			if time.Since(lastLog) > 10*time.Second {
-				f.opts.Logger.Warn("adksession flusher: pass failed, retrying", "err", err, "backoff", backoff)
-				lastLog = time.Now()
-			}
-			jitter := time.Duration(rand.Int64N(int64(backoff)/5 + 1))
+			wait := f.failedPass(err, &b, "adksession flusher: pass failed, retrying")
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff + jitter):
+			case <-time.After(wait):
 			}
 			continue
 		case n > 0:
-			backoff = 0
+			b.reset()
 			continue // more may be waiting
 		}
-		backoff = 0
+		b.reset()
 		timer := time.NewTimer(idle)
 		select {
 		case <-ctx.Done():
@@ -227,6 +243,29 @@ func (f *Flusher) loop(ctx context.Context) {
 			timer.Stop()
 		}
 	}
+}
+
+// backoff is the wait after consecutive failed passes: minBackoff, doubling
+// up to FlusherOptions.MaxBackoff, plus up to a fifth of jitter. Its warnings
+// are logged at most every 10 s.
+type backoff struct {
+	d       time.Duration
+	lastLog time.Time
+}
+
+func (b *backoff) reset() { b.d = 0 }
+
+// failedPass counts a failed pass (Stats.Retries, LastError), logs it (rate
+// limited) and returns how long to wait before the next one.
+func (f *Flusher) failedPass(err error, b *backoff, msg string) time.Duration {
+	f.retries.Add(1)
+	f.lastErr.Store(err.Error())
+	b.d = min(max(2*b.d, minBackoff), f.opts.MaxBackoff)
+	if time.Since(b.lastLog) > 10*time.Second {
+		f.opts.Logger.Warn(msg, "err", err, "backoff", b.d)
+		b.lastLog = time.Now()
+	}
+	return b.d + time.Duration(rand.Int64N(int64(b.d)/5+1))
 }
 
 func (f *Flusher) endPass() {

@@ -173,8 +173,10 @@ func (s *Service) Flush(ctx context.Context) error {
 }
 
 // Close stops this process's background prune (Config.Retention) and its
-// flusher after it drained what is pending (bounded by ctx), then releases
-// the connections. Shutdown order: callers stop appending first; then the
+// flusher after it drained what is pending, then releases the connections.
+// The drain retries transient errors (the database restarting, a refused
+// connection) with the flusher's capped backoff until ctx ends: give ctx a
+// deadline, the drain's budget. Shutdown order: callers stop appending first; then the
 // prune, the flusher, the pools.
 func (s *Service) Close(ctx context.Context) error {
 	var errs []error

@@ -93,8 +93,9 @@ func (s *Service) newFlusher(logger *slog.Logger) *persist.Flusher {
 // a no-op.
 func (f *Flusher) Start(ctx context.Context) { f.f.Start(ctx) }
 
-// Stop ends the background loop, drains what is left (bounded by ctx) and
-// gives the flusher's shard leases up at once. Calling it again is a no-op.
+// Stop ends the background loop, drains what is left (retrying failed
+// passes with the loop's capped backoff until ctx ends) and gives the
+// flusher's shard leases up at once. Calling it again is a no-op.
 func (f *Flusher) Stop(ctx context.Context) error { return f.f.Stop(ctx) }
 
 // RunOnce does one pass: a batch from every shard that has changes and whose

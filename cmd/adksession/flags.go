@@ -42,6 +42,21 @@ func (f *storeFlags) config() service.Config {
 		AllowAllKeysEviction: f.allowAllKeysEviction, FlushLeaseTTL: f.flushLeaseTTL}
 }
 
+// registerDrainTimeout registers --drain-timeout and its old name,
+// --shutdown-timeout, on the same variable (30 s).
+func registerDrainTimeout(fs *flag.FlagSet, v *time.Duration, usage string) {
+	fs.DurationVar(v, "drain-timeout", 30*time.Second, usage)
+	fs.DurationVar(v, "shutdown-timeout", 30*time.Second, "old name of --drain-timeout")
+}
+
+// checkDrainTimeout refuses a drain without a budget.
+func checkDrainTimeout(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("--drain-timeout must be positive, got %v", d)
+	}
+	return nil
+}
+
 // listFlag is a flag that may be given several times, each time one value
 // or several separated by commas.
 type listFlag []string

@@ -19,13 +19,17 @@ func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("flush", "[flags]", flushAbout, stderr)
 	f.register(fs)
 	once := fs.Bool("once", false, "flush what is pending, then exit")
-	timeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long the last flush on SIGTERM (or --once) may take")
+	var timeout time.Duration
+	registerDrainTimeout(fs, &timeout, "budget of the last flush on SIGTERM (or after --once); database errors are retried until it ends")
 	var retention retentionFlags
 	retention.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	f.resolve()
+	if err := checkDrainTimeout(timeout); err != nil {
+		return err
+	}
 	if f.redisURL == "" || f.databaseURL == "" {
 		fmt.Fprintln(stderr, "adksession flush: give --redis (REDIS_URL) and --database (DATABASE_URL)")
 		return errUsage
@@ -45,7 +49,7 @@ func runFlush(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		<-ctx.Done()
 	}
-	drain, cancel := context.WithTimeout(context.Background(), *timeout)
+	drain, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// The flusher stops before the pools close: Close flushes, then closes.
 	return svc.Close(drain)

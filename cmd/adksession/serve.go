@@ -24,8 +24,12 @@ With no --redis and no REDIS_URL it starts an embedded, in-process Redis on a lo
 where both are. Otherwise it uses the Redis and database named.
 
 The first SIGINT/SIGTERM drains: the HTTP server stops taking requests and finishes those in
-flight, then the write-behind flushes what is pending (bounded by --shutdown-timeout) and the
-connections close. A second signal aborts at once.
+flight (for up to --http-shutdown-timeout, then it closes the connections left), then the
+write-behind flushes what is pending (for up to --drain-timeout of its own, retrying database
+errors) and the connections close. A second signal aborts at once.
+
+Every connection has read, write and idle timeouts, and at most --max-connections are open at
+once, so that no client can hold the server's file descriptors or its shutdown.
 
 Browsers: a request whose Origin is not the server's own (or an --allow-origin one) is refused,
 and over loopback the Host must be localhost or an IP address (or an --allow-host name), so
@@ -45,7 +49,8 @@ type serveFlags struct {
 	concurrentAppends bool
 	noFlusher         bool
 	maxEventBytes     int
-	shutdownTimeout   time.Duration
+	http              httpFlags
+	drainTimeout      time.Duration
 	retention         retentionFlags
 }
 
@@ -64,7 +69,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.concurrentAppends, "concurrent-appends", false, "let appends through an out-of-date handle apply (Config.ConcurrentAppends) instead of answering 409")
 	fs.BoolVar(&f.noFlusher, "no-flusher", false, "run no flusher in this process (`adksession flush` workers drain the change log)")
 	fs.IntVar(&f.maxEventBytes, "max-event-bytes", 0, "largest event JSON accepted (Config.MaxEventBytes; 0: its default, 1 MiB); request bodies may be 64 KiB more")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the drain on SIGTERM may take")
+	f.http.register(fs)
+	registerDrainTimeout(fs, &f.drainTimeout, "budget of the write-behind's drain on SIGTERM, from when HTTP has stopped")
 	f.retention.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -86,34 +92,51 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	<-ctx.Done()
-	drain, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
-	return srv.shutdown(drain)
+	return srv.shutdown()
 }
 
 // server is a running `adksession serve`.
 type server struct {
 	url      string // http://host:port
+	ln       *limitListener
 	http     *http.Server
 	handler  *httpapi.Handler
 	served   chan error
 	svc      *service.Service
 	embedded *miniredis.Miniredis
+	// grace is the HTTP shutdown's (--http-shutdown-timeout), drain the
+	// write-behind's budget after it (--drain-timeout).
+	grace, drain time.Duration
 }
 
-// startServer opens the stores, starts the HTTP server and prints where
-// everything is.
-func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server, err error) {
+// startServer checks the flags, listens, opens the stores, starts the HTTP
+// server and prints where everything is. Whatever step fails, what the
+// steps before it opened is closed, and the error says which step.
+func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (*server, error) {
 	guard := httpapi.Options{AllowedOrigins: f.allowOrigins, AllowedHosts: f.allowHosts}
 	if err := guard.Validate(); err != nil {
+		return nil, err
+	}
+	if err := f.http.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkDrainTimeout(f.drainTimeout); err != nil {
 		return nil, err
 	}
 	if err := checkExposure(ctx, f); err != nil {
 		return nil, err
 	}
-	s = &server{served: make(chan error, 1)}
+	// Listen first: an address in use is refused before anything is opened.
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on --addr %s: %w", f.addr, err)
+	}
+	s := &server{ln: newLimitListener(ln, f.http.maxConnections), served: make(chan error, 1),
+		grace: f.http.shutdownGrace, drain: f.drainTimeout}
+	started := false
 	defer func() {
-		if err != nil {
+		if !started {
+			s.ln.Close()
 			s.closeStores(context.Background())
 		}
 	}()
@@ -165,14 +188,11 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 			return httpapi.FlushStats{Lag: b.Lag, Backlog: b.Entries, DeadLetters: b.Dead}, err
 		}
 	}
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
 	s.url = "http://" + ln.Addr().String()
 	s.handler = httpapi.New(s.svc, opt)
-	s.http = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { s.served <- s.http.Serve(ln) }()
+	s.http = newHTTPServer(s.handler, f.http)
+	go func() { s.served <- s.http.Serve(s.ln) }()
+	started = true
 	auth := ""
 	if f.authToken == "" {
 		auth = ", no token"
@@ -181,17 +201,25 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (s *server
 	return s, nil
 }
 
-// shutdown drains in this order: HTTP server (no new requests; those in
-// flight finish) → appenders (every append came through it, so none is
-// left) and the dashboard's sampler → flusher (svc.Close flushes what is
-// pending, bounded by ctx) → pools (Redis and database connections, then
-// the embedded Redis).
-func (s *server) shutdown(ctx context.Context) error {
-	herr := s.http.Shutdown(ctx)
-	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		herr = errors.Join(herr, err)
-	}
+// shutdown drains in this order, each step with a budget of its own, so
+// that no client can spend the drain's:
+//
+//  1. HTTP server, within the grace (--http-shutdown-timeout): no new
+//     connections, the requests in flight finish; when the grace ends, the
+//     connections left are closed (stopHTTP). Appenders: every append came
+//     over HTTP, so every acknowledged one is in the change log. A handler
+//     cut at the end of the grace (its context ends with its connection)
+//     acknowledged nothing; a write of it that reached Redis is flushed by
+//     the drain or waits in the change log for the next flusher.
+//  2. The dashboard's sampler (handler.Close).
+//  3. Flusher, for --drain-timeout from here: svc.Close flushes what is
+//     pending, retrying transient database errors until that budget ends.
+//  4. Pools: Redis and database connections, then the embedded Redis.
+func (s *server) shutdown() error {
+	herr := stopHTTP(s.http, s.ln, s.served, s.grace)
 	s.handler.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), s.drain)
+	defer cancel()
 	return errors.Join(herr, s.closeStores(ctx))
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -17,8 +19,11 @@ import (
 // embeddedFlags are serve's defaults with no flags and no environment,
 // with the SQLite file in dir and a free HTTP port.
 func embeddedFlags(dir string) serveFlags {
-	return serveFlags{addr: "127.0.0.1:0", embeddedRedis: "127.0.0.1:0", dbFile: filepath.Join(dir, "adksession.db"),
-		maxEventBytes: 1 << 20, shutdownTimeout: 30 * time.Second}
+	f := serveFlags{addr: "127.0.0.1:0", embeddedRedis: "127.0.0.1:0", dbFile: filepath.Join(dir, "adksession.db"),
+		maxEventBytes: 1 << 20}
+	f.http.register(flag.NewFlagSet("defaults", flag.ContinueOnError))
+	registerDrainTimeout(flag.NewFlagSet("defaults", flag.ContinueOnError), &f.drainTimeout, "")
+	return f
 }
 
 func call(t *testing.T, method, url string, body string) (int, []byte) {
@@ -77,15 +82,13 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	require.Contains(t, string(body), "adksession_appends_total 3")
 	require.Contains(t, string(body), "adksession_flush_backlog")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, srv.shutdown(ctx))
+	require.NoError(t, srv.shutdown())
 
 	// A new process: a new, empty embedded Redis, the same SQLite file.
 	out.Reset()
 	srv2, err := startServer(context.Background(), embeddedFlags(dir), &out)
 	require.NoError(t, err)
-	t.Cleanup(func() { srv2.shutdown(context.Background()) })
+	t.Cleanup(func() { srv2.shutdown() })
 	code, body = call(t, "GET", srv2.url+"/apps/shop/users/alice/sessions/s1", "")
 	require.Equal(t, http.StatusOK, code, "%s", body)
 	var got struct {
@@ -109,7 +112,8 @@ func TestHelp(t *testing.T) {
 	}
 	out.Reset()
 	require.Equal(t, 0, run([]string{"serve", "--help"}, &out, &out))
-	for _, want := range []string{"REDIS_URL", "DATABASE_URL", "ADDR", "AUTH_TOKEN", "-namespace", "second signal"} {
+	for _, want := range []string{"REDIS_URL", "DATABASE_URL", "ADDR", "AUTH_TOKEN", "-namespace", "second signal",
+		"-read-timeout", "-write-timeout", "-idle-timeout", "-max-connections", "-http-shutdown-timeout", "-drain-timeout"} {
 		require.Contains(t, out.String(), want)
 	}
 	out.Reset()
@@ -166,7 +170,7 @@ func TestServeRefusesPublicWithoutToken(t *testing.T) {
 		require.NoError(t, err, c.name)
 		code, body := call(t, "GET", srv.url+"/readyz", "")
 		require.Equal(t, http.StatusOK, code, "%s: %s", c.name, body)
-		require.NoError(t, srv.shutdown(context.Background()), c.name)
+		require.NoError(t, srv.shutdown(), c.name)
 	}
 }
 
@@ -180,7 +184,7 @@ func TestServeGuards(t *testing.T) {
 	var out bytes.Buffer
 	srv, err := startServer(context.Background(), f, &out)
 	require.NoError(t, err)
-	t.Cleanup(func() { srv.shutdown(context.Background()) })
+	t.Cleanup(func() { srv.shutdown() })
 	post := func(id, origin, host string) int {
 		req, err := http.NewRequest("POST", srv.url+"/apps/a/users/u/sessions/"+id, strings.NewReader(`{}`))
 		require.NoError(t, err)
@@ -202,4 +206,72 @@ func TestServeGuards(t *testing.T) {
 		code, body := call(t, "GET", srv.url+"/apps/a/users/u/sessions/"+id, "")
 		require.Equal(t, want, code, "%s: %s", id, body)
 	}
+}
+
+// TestServeStartFailsClean: every step of serve's start-up that can fail
+// (the HTTP address taken, the embedded Redis's address taken, a database
+// that cannot be opened, a Redis that does not answer) returns an error
+// naming what failed, panics nowhere, and closes what the steps before it
+// opened: the HTTP and embedded Redis ports can be listened on again, and a
+// start refused at the HTTP address created no database file.
+func TestServeStartFailsClean(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	// freeAddr is a loopback address nothing listens on.
+	freeAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	for _, c := range []struct {
+		name string
+		args func(dir, httpAddr, redisAddr string) []string
+		want string
+	}{
+		{"HTTP address in use", func(dir, _, redisAddr string) []string {
+			return []string{"--addr", taken.Addr().String(), "--embedded-redis", redisAddr, "--db-file", filepath.Join(dir, "x.db")}
+		}, "--addr " + taken.Addr().String()},
+		{"embedded Redis address in use", func(dir, httpAddr, _ string) []string {
+			return []string{"--addr", httpAddr, "--embedded-redis", taken.Addr().String(), "--db-file", filepath.Join(dir, "x.db")}
+		}, "embedded redis on " + taken.Addr().String()},
+		{"database cannot be opened", func(dir, httpAddr, redisAddr string) []string {
+			return []string{"--addr", httpAddr, "--embedded-redis", redisAddr, "--db-file", filepath.Join(dir, "no-such-dir", "x.db")}
+		}, "migrate sqlite://"},
+		{"Redis does not answer", func(dir, httpAddr, _ string) []string {
+			return []string{"--addr", httpAddr, "--redis", "redis://" + freeAddr() + "/0"}
+		}, "connection refused"},
+	} {
+		dir := t.TempDir()
+		httpAddr, redisAddr := freeAddr(), freeAddr()
+		var out, errOut bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		err := runServe(ctx, c.args(dir, httpAddr, redisAddr), &out, &errOut)
+		cancel()
+		require.ErrorContains(t, err, c.want, c.name)
+		for _, addr := range []string{httpAddr, redisAddr} {
+			ln, err := net.Listen("tcp", addr)
+			require.NoError(t, err, "%s: %s still taken after the failed start", c.name, addr)
+			ln.Close()
+		}
+		if c.name == "HTTP address in use" {
+			require.NoFileExists(t, filepath.Join(dir, "x.db"), "the database was opened before the address was tried")
+			require.Empty(t, out.String(), "nothing was started")
+		}
+	}
+}
+
+// TestDrainTimeoutFlags: --drain-timeout and its old name --shutdown-timeout
+// set the same budget, and a zero budget is refused.
+func TestDrainTimeoutFlags(t *testing.T) {
+	for args, want := range map[string]time.Duration{"": 30 * time.Second, "--drain-timeout=7s": 7 * time.Second, "--shutdown-timeout=5s": 5 * time.Second} {
+		var d time.Duration
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		registerDrainTimeout(fs, &d, "")
+		require.NoError(t, fs.Parse(strings.Fields(args)))
+		require.Equal(t, want, d, args)
+	}
+	require.ErrorContains(t, checkDrainTimeout(0), "--drain-timeout must be positive")
 }

@@ -51,9 +51,11 @@ func (h *Handler) guard(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// refuse answers 403 and counts it.
+// refuse answers 403, closes the connection after it (as auth does) and
+// counts it.
 func (h *Handler) refuse(w http.ResponseWriter, check, msg string) {
 	h.metrics.errors.WithLabelValues(check, "forbidden").Inc()
+	w.Header().Set("Connection", "close")
 	writeError(w, http.StatusForbidden, msg)
 }
 

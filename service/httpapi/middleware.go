@@ -10,7 +10,9 @@ import (
 
 // auth requires the bearer token when one is configured. Tokens are
 // compared as SHA-256 digests in constant time, so neither their content nor
-// their length leaks through timing.
+// their length leaks through timing. A refused request's connection is
+// closed after the answer (Connection: close): a client without the token
+// cannot keep connections of the server idle.
 func (h *Handler) auth(next http.Handler) http.Handler {
 	if h.opt.AuthToken == "" {
 		return next
@@ -22,6 +24,7 @@ func (h *Handler) auth(next http.Handler) http.Handler {
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			h.metrics.errors.WithLabelValues("auth", "unauthorized").Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="adksession"`)
+			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return
 		}
