@@ -3,16 +3,19 @@ package service
 import (
 	"fmt"
 	"time"
+
+	"github.com/adksession/adksession/persist"
 )
 
 // An event's timestamp is within [MinTimestampMicros, MaxTimestampMicros)
 // microseconds since the epoch: from 1970-01-01 to 2200-01-01 UTC. These
 // microseconds (below 7.3e15) are exact in a double, the number of Lua and
 // of Redis sorted-set scores (exact up to 2^53, about 9e15), with room to
-// move an event 1µs after the previous one.
+// move an event 1µs after the previous one. A time read from the database
+// is brought into the same range (docs/persistence.md, "Timestamps").
 const (
-	MinTimestampMicros int64 = 0
-	MaxTimestampMicros int64 = 7_258_118_400_000_000
+	MinTimestampMicros = persist.MinTimestampMicros
+	MaxTimestampMicros = persist.MaxTimestampMicros
 )
 
 var minTimestamp, maxTimestamp = time.UnixMicro(MinTimestampMicros).UTC(), time.UnixMicro(MaxTimestampMicros).UTC()
