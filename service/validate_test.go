@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,9 @@ func badEvents() map[string]struct {
 		"NUL transfer":              {&Event{Author: "a", Actions: EventActions{TransferToAgent: "\x00"}}, "event.actions.transferToAgent: contains NUL"},
 		"NUL rewind":                {&Event{Author: "a", Actions: EventActions{RewindBeforeInvocationID: "i\x00"}}, "event.actions.rewindBeforeInvocationId: contains NUL"},
 		"NUL artifact":              {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"f\x00": 1}}}, "event.actions.artifactDelta (object key): contains NUL"},
+		"artifact version 2^53":     {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"f": 1 << 53}}}, `event.actions.artifactDelta.f: version 9007199254740992, must be in [-1, 2^53)`},
+		"artifact version max":      {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"a b": math.MaxInt64}}}, `event.actions.artifactDelta["a b"]: version 9223372036854775807`},
+		"artifact version -2":       {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"user:f": -2}}}, `event.actions.artifactDelta["user:f"]: version -2`},
 		"bad UTF-8 artifact":        {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"\xff": 1}}}, "event.actions.artifactDelta (object key): not valid UTF-8"},
 		"NUL content text":          {content(`{"parts":[{"text":"a\u0000"}]}`), "event.content.parts[0].text: contains NUL"},
 		"raw NUL content":           {content("{\"parts\":[{\"text\":\"a\x00\"}]}"), "event.content: invalid character '\\x00' in string literal"},
@@ -121,6 +125,7 @@ func TestValidateEventAccepts(t *testing.T) {
 			`{"functionResponse":{"name":"f","response":{"my_result":[{"A_b":1}]}}}]}`),
 			CustomMetadata: map[string]any{"my_key": map[string]any{"X_y": 1}}, Actions: EventActions{StateDelta: map[string]any{"user:my_key": map[string]any{"Q_r": 1}},
 				ArtifactDelta: map[string]int64{"my_file.txt": 1}}},
+		"artifact versions":       {Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"gone": -1, "zero": 0, "last": 1<<53 - 1}}},
 		"snake_case action extra": {Author: "a", Actions: EventActions{Extra: map[string]json.RawMessage{"x": json.RawMessage(`{"a_b":1}`), "set_it": json.RawMessage(`1`)}}},
 		"OAuth scopes": {Author: "a", Actions: EventActions{RequestedAuthConfigs: map[string]json.RawMessage{"fc-1": json.RawMessage(
 			`{"authScheme":{"type":"oauth2","flows":{"authorizationCode":{"tokenUrl":"t","scopes":{"read_api":"Read","write_repository":"Write"}}}}}`)}}},

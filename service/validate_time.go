@@ -43,3 +43,34 @@ func windowBound(after time.Time) int64 {
 	}
 	return after.UnixMicro()
 }
+
+// maxCount is the largest count a script holds exactly (2^53, Lua's
+// MAX_INT): no session has more events, no session's update time more µs.
+const maxCount = 1 << 53
+
+// windowSize is the NumRecent a Get sends for NumRecentEvents n: negative
+// is refused; a window beyond maxCount is clamped to all events (0), the
+// answer asked for, since no session holds that many.
+func windowSize(n int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("%w: NumRecentEvents: %d is negative", ErrInvalidArgument, n)
+	case int64(n) > maxCount:
+		return 0, nil
+	}
+	return n, nil
+}
+
+// checkIfLastUpdate refuses an AppendToRequest.IfLastUpdate that no
+// session's update time can be: before 1970, or from 2^53 µs on (year
+// 2255; the scripts hold update times below it).
+func checkIfLastUpdate(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if us := t.UnixMicro(); t.Before(minTimestamp) || us >= maxCount {
+		return fmt.Errorf("%w: IfLastUpdate: %s is no session's update time (outside [%s, 2^53 µs))", ErrInvalidArgument,
+			t.UTC().Format(time.RFC3339Nano), minTimestamp.Format(time.DateOnly))
+	}
+	return nil
+}
