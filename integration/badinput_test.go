@@ -154,6 +154,27 @@ func testBadInputHTTP(t *testing.T, redisURL string) {
 		require.Equal(t, before, e.dumpNamespace(), "%s: bad input writes nothing", c.name)
 	}
 
+	// A create with events is all or nothing: one id for two different
+	// events creates nothing (it was 409 with the session left holding the
+	// first, and every retry 409), the same event twice is stored once.
+	const sessions = "/apps/app/users/u/sessions"
+	code, body = do("POST", sessions, `{"sessionId":"d","events":[{"id":"e1","author":"a"},{"id":"e2","author":"a"},{"id":"e1","author":"b"}]}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `events[2]: id \"e1\" is also events[0]'s, a different event`)
+	require.Equal(t, before, e.dumpNamespace(), "a create with one id for two events writes nothing")
+	code, body = do("GET", sessions+"/d", "")
+	require.Equal(t, http.StatusNotFound, code, body)
+	code, body = do("POST", sessions, `{"sessionId":"d","events":[{"id":"e1","author":"a","timestamp":5},{"id":"e1","author":"a","timestamp":6},{"id":"e2","author":"b"}]}`)
+	require.Equal(t, http.StatusOK, code, body)
+	var created struct {
+		Events []struct{ ID, Author string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &created))
+	require.Equal(t, []struct{ ID, Author string }{{"e1", "a"}, {"e2", "b"}}, created.Events)
+	code, body = do("DELETE", sessions+"/d", "")
+	require.Equal(t, http.StatusNoContent, code, body)
+	before = e.dumpNamespace()
+
 	for _, etag := range []string{`"9007199254740992"`, `"9223372036854775807"`, `"-1"`} {
 		code, body := do("POST", sess+"/events", `{"author":"a"}`, "If-Match", etag)
 		require.Equal(t, http.StatusBadRequest, code, "If-Match %s: %s", etag, body)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +32,42 @@ func (s *Service) ValidateEvent(ev *Event) error {
 	}
 	_, err := s.prepareEvent(ev)
 	return err
+}
+
+// ValidateEvents tells whether appending evs in order to a new session
+// would refuse one of them as bad input: each as ValidateEvent, and an id
+// that two of them carry for different events (an append would answer
+// ErrAlreadyExists) is ErrInvalidArgument naming both. The same event
+// twice (a timestamp aside) is no error: its second append writes nothing,
+// as a retry's. It writes nothing and leaves evs as they are.
+func (s *Service) ValidateEvents(evs []*Event) error {
+	first := map[string]int{} // event id -> index of its first event
+	for i, ev := range evs {
+		if err := s.ValidateEvent(ev); err != nil {
+			return fmt.Errorf("events[%d]: %w", i, err)
+		}
+		if ev.Partial || ev.ID == "" {
+			continue
+		}
+		j, ok := first[ev.ID]
+		if !ok {
+			first[ev.ID] = i
+			continue
+		}
+		stored, err := json.Marshal(evs[j])
+		if err != nil {
+			return fmt.Errorf("%w: events[%d]: %v", ErrInvalidArgument, j, err)
+		}
+		same, err := isRetryOf(string(stored), ev)
+		if err != nil {
+			return fmt.Errorf("%w: events[%d]: %v", ErrInvalidArgument, i, err)
+		}
+		if !same {
+			return fmt.Errorf("%w: events[%d]: id %q is also events[%d]'s, a different event (an id names one event of a session)",
+				ErrInvalidArgument, i, ev.ID, j)
+		}
+	}
+	return nil
 }
 
 // prepareEvent checks ev and builds what AppendEvent sends, on a copy:

@@ -281,3 +281,28 @@ func TestValidateEventNesting(t *testing.T) {
 		require.ErrorIs(t, s.ValidateEvent(ev), ErrInvalidArgument, name)
 	}
 }
+
+// TestValidateEvents: the events of a create, each as ValidateEvent, and
+// one id for two different events refused; the same event twice is fine.
+func TestValidateEvents(t *testing.T) {
+	t.Parallel()
+	s := testService(t, nil)
+	ev := func(id, author string, ts int64) *Event {
+		return &Event{ID: id, Author: author, Timestamp: time.Unix(ts, 0), Content: json.RawMessage(`{"parts":[{"text":"x"}]}`)}
+	}
+	require.NoError(t, s.ValidateEvents(nil))
+	require.NoError(t, s.ValidateEvents([]*Event{ev("a", "x", 1), ev("a", "x", 2), ev("", "x", 3), ev("", "y", 4), {Partial: true, ID: "a"}}))
+	for name, c := range map[string]struct {
+		evs  []*Event
+		want string
+	}{
+		"other author":  {[]*Event{ev("a", "x", 1), ev("b", "x", 1), ev("a", "y", 1)}, `events[2]: id "a" is also events[0]'s, a different event`},
+		"other content": {[]*Event{ev("a", "x", 1), {ID: "a", Author: "x", Timestamp: time.Unix(1, 0)}}, `events[1]: id "a" is also events[0]'s`},
+		"nil":           {[]*Event{ev("a", "x", 1), nil}, "events[1]: adksession: invalid argument: event: nil"},
+		"bad event":     {[]*Event{{Author: "\x00"}}, "events[0]: adksession: invalid argument: event.author: contains NUL"},
+	} {
+		err := s.ValidateEvents(c.evs)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+		require.Contains(t, err.Error(), c.want, name)
+	}
+}
