@@ -132,9 +132,8 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 	if !sc.check(blob, true) {
 		return nil, sc.err("event")
 	}
-	if path, ok := eventjson.CheckAPIKeys(blob); !ok {
-		return nil, fmt.Errorf("%w: event%s: a key the database would give back as another: keys of ADK's models "+
-			"are their camelCase API names (the database holds ADK's snake_case storage form)", ErrInvalidArgument, path)
+	if path, problem := eventjson.CheckAPI(blob); problem != "" {
+		return nil, fmt.Errorf("%w: event%s: %s", ErrInvalidArgument, path, problem)
 	}
 	return &preparedEvent{stored: stored, blob: blob, delta: delta, normalized: normalized}, nil
 }

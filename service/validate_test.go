@@ -65,6 +65,14 @@ func badEvents() map[string]struct {
 		"artifact version 2^53":     {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"f": 1 << 53}}}, `event.actions.artifactDelta.f: version 9007199254740992, must be in [-1, 2^53)`},
 		"artifact version max":      {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"a b": math.MaxInt64}}}, `event.actions.artifactDelta["a b"]: version 9223372036854775807`},
 		"artifact version -2":       {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"user:f": -2}}}, `event.actions.artifactDelta["user:f"]: version -2`},
+		"bad inline data":           {content(`{"parts":[{"inlineData":{"mimeType":"image/png","data":"!!!notbase64"}}]}`), "event.content.parts[0].inlineData.data: not base64: '!' at offset 0"},
+		"bad thought signature":     {content(`{"parts":[{"text":"x","thoughtSignature":"%%%"}]}`), "event.content.parts[0].thoughtSignature: not base64"},
+		"mixed alphabets":           {content(`{"parts":[{"inlineData":{"data":"A-_/"}}]}`), "event.content.parts[0].inlineData.data: not base64: it mixes"},
+		"bits after the last byte":  {content(`{"parts":[{"inlineData":{"data":"AB"}}]}`), "event.content.parts[0].inlineData.data: not base64: its last character"},
+		"bytes not a string":        {content(`{"parts":[{"thoughtSignature":[1,2]}]}`), "event.content.parts[0].thoughtSignature: a bytes field is a string of base64"},
+		"bad response part data":    {content(`{"parts":[{"functionResponse":{"name":"f","parts":[{"inlineData":{"data":"a b"}}]}}]}`), "event.content.parts[0].functionResponse.parts[0].inlineData.data: not base64"},
+		"bad compacted bytes":       {&Event{Author: "a", Actions: EventActions{Compaction: json.RawMessage(`{"compactedContent":{"parts":[{"inlineData":{"data":"*"}}]}}`)}}, "event.actions.compaction.compactedContent.parts[0].inlineData.data: not base64"},
+		"bad sdk blob":              {&Event{Author: "a", Extra: map[string]json.RawMessage{"groundingMetadata": json.RawMessage(`{"searchEntryPoint":{"sdkBlob":"A"}}`)}}, "event.groundingMetadata.searchEntryPoint.sdkBlob: not base64: 1 characters"},
 		"bad UTF-8 artifact":        {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"\xff": 1}}}, "event.actions.artifactDelta (object key): not valid UTF-8"},
 		"NUL content text":          {content(`{"parts":[{"text":"a\u0000"}]}`), "event.content.parts[0].text: contains NUL"},
 		"raw NUL content":           {content("{\"parts\":[{\"text\":\"a\x00\"}]}"), "event.content: invalid character '\\x00' in string literal"},
@@ -125,6 +133,9 @@ func TestValidateEventAccepts(t *testing.T) {
 			`{"functionResponse":{"name":"f","response":{"my_result":[{"A_b":1}]}}}]}`),
 			CustomMetadata: map[string]any{"my_key": map[string]any{"X_y": 1}}, Actions: EventActions{StateDelta: map[string]any{"user:my_key": map[string]any{"Q_r": 1}},
 				ArtifactDelta: map[string]int64{"my_file.txt": 1}}},
+		"base64 forms": {Author: "a", Content: json.RawMessage(`{"parts":[{"inlineData":{"data":"-_-_AA"},"thoughtSignature":"AQI"},` +
+			`{"inlineData":{"data":"+/+/AA=="}},{"inlineData":{"data":"AA="}},{"inlineData":{"data":null}},{"inlineData":{"data":""}}]}`),
+			Extra: map[string]json.RawMessage{"groundingMetadata": json.RawMessage(`{"searchEntryPoint":{"sdkBlob":"_w"}}`)}},
 		"artifact versions":       {Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"gone": -1, "zero": 0, "last": 1<<53 - 1}}},
 		"snake_case action extra": {Author: "a", Actions: EventActions{Extra: map[string]json.RawMessage{"x": json.RawMessage(`{"a_b":1}`), "set_it": json.RawMessage(`1`)}}},
 		"OAuth scopes": {Author: "a", Actions: EventActions{RequestedAuthConfigs: map[string]json.RawMessage{"fc-1": json.RawMessage(
@@ -243,7 +254,7 @@ func BenchmarkValidateEventParts(b *testing.B) {
 	})
 	b.Run("keys", func(b *testing.B) {
 		for b.Loop() {
-			eventjson.CheckAPIKeys(p.blob)
+			eventjson.CheckAPI(p.blob)
 		}
 	})
 	b.Run("delta", func(b *testing.B) {
