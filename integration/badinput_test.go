@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -87,6 +88,13 @@ func testWindowBounds(t *testing.T, url string) {
 		got := e.get(&service.GetRequest{AppName: "app", UserID: "u", SessionID: "s", After: c.after})
 		require.Equal(t, c.n, got.Events().Len(), "after %s", c.after)
 	}
+	// A window of more events than a script counts (2^53) is every event.
+	for _, n := range []int{1, 2, 1 << 53, 1<<53 + 1, math.MaxInt64} {
+		got := e.get(&service.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: n})
+		require.Equal(t, min(n, 2), got.Events().Len(), "NumRecentEvents %d", n)
+		got = e.get(&service.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: n, After: last})
+		require.Equal(t, 1, got.Events().Len(), "NumRecentEvents %d after the last µs", n)
+	}
 }
 
 // testBadInputHTTP: the same rules through the HTTP API; a create with a
@@ -95,10 +103,13 @@ func testBadInputHTTP(t *testing.T, redisURL string) {
 	e := newEnv(t, redisURL, nil)
 	srv := httptest.NewServer(httpapi.New(e.svc, httpapi.Options{}))
 	t.Cleanup(srv.Close)
-	do := func(method, path, body string) (int, string) {
+	do := func(method, path, body string, header ...string) (int, string) {
 		req, err := http.NewRequestWithContext(ctxT(t), method, srv.URL+path, strings.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -127,11 +138,66 @@ func testBadInputHTTP(t *testing.T, redisURL string) {
 		{"NUL in create state", "POST", "/apps/app/users/u/sessions", `{"sessionId":"n","state":{"k":["\u0000"]}}`, `State[\"k\"][0]: contains NUL`},
 		{"bad event in a create", "POST", "/apps/app/users/u/sessions", `{"sessionId":"n","events":[{"author":"a"},{"author":"b","content":{"t":"\u0000"}}]}`, "event.content.t: contains NUL"},
 		{"NUL invocation in get", "GET", sess + "?invocationId=%00", "", "InvocationID: contains NUL"},
+		{"bad base64 inline data", "POST", sess + "/events", `{"author":"a","content":{"parts":[{"inlineData":{"mimeType":"image/png","data":"!!!notbase64"}}]}}`, "event.content.parts[0].inlineData.data: not base64"},
+		{"bad base64 thought signature", "POST", sess + "/events", `{"author":"a","content":{"parts":[{"text":"x","thoughtSignature":"%%%"}]}}`, "event.content.parts[0].thoughtSignature: not base64"},
+		{"bad base64 in storage form", "POST", sess + "/events", `{"author":"a","invocation_id":"i","content":{"parts":[{"text":"x","thought_signature":"AB"}]}}`, "event.content.parts[0].thoughtSignature: not base64"},
+		{"bad base64 function response part", "POST", sess + "/events", `{"author":"a","content":{"parts":[{"functionResponse":{"name":"f","parts":[{"inlineData":{"data":"A"}}]}}]}}`, "event.content.parts[0].functionResponse.parts[0].inlineData.data: not base64"},
+		{"bad base64 compacted content", "POST", sess + "/events", `{"author":"a","actions":{"compaction":{"compactedContent":{"parts":[{"thoughtSignature":"a\nb"}]}}}}`, "event.actions.compaction.compactedContent.parts[0].thoughtSignature: not base64"},
+		{"bad base64 sdk blob", "POST", sess + "/events", `{"author":"a","groundingMetadata":{"searchEntryPoint":{"sdkBlob":"_+"}}}`, "event.groundingMetadata.searchEntryPoint.sdkBlob: not base64"},
+		{"bad base64 inline data in a create", "POST", "/apps/app/users/u/sessions", `{"sessionId":"n","events":[{"author":"a"},{"author":"b","content":{"parts":[{"inlineData":{"data":"!!!notbase64"}}]}}]}`, "events[1]: adksession: invalid argument: event.content.parts[0].inlineData.data: not base64"},
+		{"bad base64 thought signature in a create", "POST", "/apps/app/users/u/sessions", `{"sessionId":"n","events":[{"author":"b","content":{"parts":[{"text":"x","thoughtSignature":"%%%"}]}}]}`, "event.content.parts[0].thoughtSignature: not base64"},
+		{"bad base64 sdk blob in a create", "POST", "/apps/app/users/u/sessions", `{"sessionId":"n","events":[{"author":"b","groundingMetadata":{"searchEntryPoint":{"sdkBlob":"A"}}}]}`, "event.groundingMetadata.searchEntryPoint.sdkBlob: not base64"},
+		{"negative window", "GET", sess + "?numRecentEvents=-1", "", `numRecentEvents: \"-1\" is not a non-negative integer`},
+		{"window beyond int64", "GET", sess + "?numRecentEvents=99999999999999999999", "", `numRecentEvents: \"99999999999999999999\" is beyond a 64-bit integer`},
+		{"page size beyond the limit", "GET", "/apps/app/users/u/sessions?pageSize=100000000000000000", "", "PageSize: 100000000000000000, limit 10000"},
+		{"negative page size", "GET", "/apps/app/users/u/sessions?pageSize=-5", "", "pageSize"},
+		{"search page size beyond the limit", "GET", "/api/sessions?app=app&pageSize=100000000000000000", "", "PageSize: 100000000000000000, limit 10000"},
+		{"dead letters beyond the limit", "GET", "/api/deadletters?limit=100000000000000000", "", "limit 100000000000000000: must be in [1,"},
+		{"lastUpdateTime 1e20", "POST", sess + "/events?lastUpdateTime=1e20", `{"author":"a"}`, "IfLastUpdate: 2286-11-20T17:46:40Z is no session's update time"},
+		{"artifact version beyond 2^53", "POST", sess + "/events", `{"author":"a","actions":{"artifactDelta":{"f":9007199254740993}}}`, "event.actions.artifactDelta.f: version 9007199254740993"},
+		{"artifact version below -1", "POST", sess + "/events", `{"author":"a","actions":{"artifactDelta":{"f":-2}}}`, "event.actions.artifactDelta.f: version -2"},
 	} {
 		code, body := do(c.method, c.path, c.body)
 		require.Equal(t, http.StatusBadRequest, code, "%s: %s", c.name, body)
 		require.Contains(t, body, c.want, c.name)
 		require.Equal(t, before, e.dumpNamespace(), "%s: bad input writes nothing", c.name)
+	}
+
+	// A create with events is all or nothing: one id for two different
+	// events creates nothing (it was 409 with the session left holding the
+	// first, and every retry 409), the same event twice is stored once.
+	const sessions = "/apps/app/users/u/sessions"
+	code, body = do("POST", sessions, `{"sessionId":"d","events":[{"id":"e1","author":"a"},{"id":"e2","author":"a"},{"id":"e1","author":"b"}]}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `events[2]: id \"e1\" is also events[0]'s, a different event`)
+	require.Equal(t, before, e.dumpNamespace(), "a create with one id for two events writes nothing")
+	code, body = do("GET", sessions+"/d", "")
+	require.Equal(t, http.StatusNotFound, code, body)
+	code, body = do("POST", sessions, `{"sessionId":"d","events":[{"id":"e1","author":"a","timestamp":5},{"id":"e1","author":"a","timestamp":6},{"id":"e2","author":"b"}]}`)
+	require.Equal(t, http.StatusOK, code, body)
+	var created struct {
+		Events []struct{ ID, Author string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &created))
+	require.Equal(t, []struct{ ID, Author string }{{"e1", "a"}, {"e2", "b"}}, created.Events)
+	code, body = do("DELETE", sessions+"/d", "")
+	require.Equal(t, http.StatusNoContent, code, body)
+	before = e.dumpNamespace()
+
+	for _, etag := range []string{`"9007199254740992"`, `"9223372036854775807"`, `"-1"`} {
+		code, body := do("POST", sess+"/events", `{"author":"a"}`, "If-Match", etag)
+		require.Equal(t, http.StatusBadRequest, code, "If-Match %s: %s", etag, body)
+		require.Contains(t, body, "is no session's update time", etag)
+		require.Equal(t, before, e.dumpNamespace(), "If-Match %s: bad input writes nothing", etag)
+	}
+
+	// A window beyond 2^53 events is every event.
+	for _, n := range []string{"100000000000000000", "9223372036854775807", "9007199254740993"} {
+		code, body := do("GET", sess+"?numRecentEvents="+n, "")
+		require.Equal(t, http.StatusOK, code, body)
+		var got struct{ Events []json.RawMessage }
+		require.NoError(t, json.Unmarshal([]byte(body), &got))
+		require.Len(t, got.Events, 1, "numRecentEvents=%s", n)
 	}
 
 	// afterTimestamp beyond the range: no event (not all of them).

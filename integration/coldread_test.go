@@ -321,3 +321,118 @@ func openDB(t testing.TB, url string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestColdReadADKRowsOutOfRange: rows ADK Python wrote with times that no
+// script holds (ADK Python takes timestamp=1e10, year 2286, and negative
+// ones) are read clamped into [1970, 2200), in their order, cold and
+// warm, and the session goes on (docs/persistence.md, "Timestamps").
+func TestColdReadADKRowsOutOfRange(t *testing.T) {
+	t.Parallel()
+	ctx := wbCtx(t)
+	dbURL := testenv.FreshDatabase(t)
+	raw := openDB(t, dbURL)
+	ddl, err := os.ReadFile("../persist/testdata/adk-python-v1-postgres.sql")
+	require.NoError(t, err)
+	_, err = raw.Exec(string(ddl))
+	require.NoError(t, err)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := raw.Exec(q, args...)
+		require.NoError(t, err)
+	}
+	format := func(t time.Time) string { return t.Format("2006-01-02 15:04:05.000000") }
+	first, last := time.UnixMicro(service.MinTimestampMicros).UTC(), time.UnixMicro(service.MaxTimestampMicros-1).UTC()
+	normal := time.Date(2024, 5, 6, 7, 8, 9, 654321000, time.UTC)
+	// Event 1 before 1970, 2 and 3 in range, 4 to 15 from 2286 on, 1.5 s apart.
+	const n = 15
+	at := func(i int) time.Time {
+		switch {
+		case i == 1:
+			return time.Unix(-5, 0).UTC()
+		case i <= 3:
+			return normal.Add(time.Duration(i) * time.Second)
+		}
+		return time.Unix(1e10, 0).Add(time.Duration(i) * 1500 * time.Millisecond).UTC()
+	}
+	// Served: event i (its seq) i-1 µs into 1970, or 2^32-i µs before 2200.
+	served := func(i int) time.Time {
+		switch {
+		case i == 1:
+			return first
+		case i <= 3:
+			return at(i)
+		}
+		return time.UnixMicro(service.MaxTimestampMicros - 1<<32 + int64(i)).UTC()
+	}
+	exec(`INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES ('app', 'u', 'late', '{"k": "v"}', $1, $2)`,
+		format(time.Unix(-10, 0).UTC()), format(at(n)))
+	exec(`INSERT INTO app_states (app_name, state, update_time) VALUES ('app', '{}', $1)`, format(time.Unix(2e10, 0).UTC()))
+	exec(`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ('app', 'u', '{}', $1)`, format(time.Unix(2e10, 0).UTC()))
+	for i := 1; i <= n; i++ {
+		// Event.model_dump: timestamp in float epoch seconds, as given.
+		data := fmt.Sprintf(`{"content":{"parts":[{"text":"q%d"}],"role":"user"},"invocation_id":"inv-%d","author":"user",`+
+			`"actions":{"state_delta":{},"artifact_delta":{},"requested_auth_configs":{},"requested_tool_confirmations":{}},`+
+			`"id":"adk-%d","timestamp":%.6f}`, i, i, i, float64(at(i).UnixMicro())/1e6)
+		exec(`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, 'app', 'u', 'late', $2, $3, $4)`,
+			fmt.Sprint("adk-", i), fmt.Sprint("inv-", i), format(at(i)), data)
+	}
+
+	e := newWB(t, testenv.RedisURL(t), dbURL, nil)
+	check := func(what string, s *service.Session, from int) {
+		t.Helper()
+		var ids, want []string
+		var times, wantTimes []time.Time
+		for i := 0; i < s.Events().Len(); i++ {
+			ev := s.Events().At(i)
+			ids, times = append(ids, ev.ID), append(times, ev.Timestamp)
+			require.Contains(t, string(ev.Content), fmt.Sprintf(`"text":"q%d"`, from+i), what)
+		}
+		for i := from; i <= n; i++ {
+			want, wantTimes = append(want, fmt.Sprint("adk-", i)), append(wantTimes, served(i))
+		}
+		require.Equal(t, want, ids, "%s: the events in their order", what)
+		require.Equal(t, wantTimes, times, "%s: their times, clamped", what)
+		require.Equal(t, last, s.LastUpdateTime(), "%s: the session's update time, clamped", what)
+	}
+	get := func(req *service.GetRequest) *service.Session {
+		t.Helper()
+		req.AppName, req.UserID, req.SessionID = "app", "u", "late"
+		got, err := e.svc.Get(ctx, req)
+		require.NoError(t, err)
+		return got.Session
+	}
+	check("cold read", get(&service.GetRequest{}), 1)
+	s := get(&service.GetRequest{})
+	check("warm read", s, 1)
+	check("the newest 12", get(&service.GetRequest{NumRecentEvents: 12}), 4)
+	check("after 2199", get(&service.GetRequest{After: time.Date(2199, 12, 31, 0, 0, 0, 0, time.UTC)}), 4)
+	list, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", UserID: "u"})
+	require.NoError(t, err)
+	require.Len(t, list.Sessions, 1)
+	require.Equal(t, last, list.Sessions[0].LastUpdateTime(), "a listing serves the clamped update time")
+
+	// The session goes on. An event appended after it is stored at the end
+	// of the range (2200), the latest time adksession writes: in the
+	// database, as ADK reads it too, it sorts before the rows dated beyond.
+	ev := &service.Event{InvocationID: "ours", Author: "user"}
+	require.NoError(t, e.svc.AppendEvent(ctx, s, ev))
+	require.Equal(t, time.UnixMicro(service.MaxTimestampMicros).UTC(), ev.Timestamp, "1µs after the session's update time")
+	require.Equal(t, ev.ID, get(&service.GetRequest{}).Events().At(n).ID, "appended last, in Redis")
+	e.flush(e.svc)
+	// Read cold again, through a service on another namespace.
+	cold, err := newWB(t, testenv.RedisURL(t), dbURL, nil).svc.Get(ctx, &service.GetRequest{AppName: "app", UserID: "u", SessionID: "late"})
+	require.NoError(t, err)
+	var ids []string
+	var prev time.Time
+	for i := 0; i < cold.Session.Events().Len(); i++ {
+		got := cold.Session.Events().At(i)
+		ids = append(ids, got.ID)
+		require.True(t, got.Timestamp.After(prev), "event %d: times strictly increase", i)
+		prev = got.Timestamp
+	}
+	want := []string{"adk-1", "adk-2", "adk-3", ev.ID}
+	for i := 4; i <= n; i++ {
+		want = append(want, fmt.Sprint("adk-", i))
+	}
+	require.Equal(t, want, ids, "the database's order")
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -1019,6 +1020,36 @@ func testBadInput(t *testing.T, url string) {
 			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", PageSize: -1})
 			return err
 		}},
+		{"list user page size beyond the limit", "PageSize: 9223372036854775807, limit 10000", func() error {
+			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", UserID: "u", PageSize: math.MaxInt64})
+			return err
+		}},
+		{"list app most negative page size", "PageSize: -9223372036854775808 is negative", func() error {
+			_, err := e.svc.List(ctx, &service.ListRequest{AppName: "app", PageSize: math.MinInt64})
+			return err
+		}},
+		{"get most negative window", "NumRecentEvents: -9223372036854775808 is negative", get(service.GetRequest{AppName: "app", UserID: "u", SessionID: "s", NumRecentEvents: math.MinInt64})},
+		{"dead letters beyond the limit", "limit 9223372036854775807: must be in [1,", func() error {
+			_, err := e.svc.DeadLetters(ctx, math.MaxInt64)
+			return err
+		}},
+		{"dead letters negative", "limit -1: must be in [1,", func() error { _, err := e.svc.DeadLetters(ctx, -1); return err }},
+		{"append-to if last update 2^53 µs", "IfLastUpdate: 2255-06-05T23:47:34.740992Z is no session's update time", func() error {
+			return e.svc.AppendTo(ctx, &service.AppendToRequest{AppName: "app", UserID: "u", SessionID: "s", Event: &service.Event{Author: "a"},
+				IfLastUpdate: time.UnixMicro(1 << 53)})
+		}},
+		{"append-to if last update year 9999", "IfLastUpdate: 9999-01-01T00:00:00Z is no session's update time", func() error {
+			return e.svc.AppendTo(ctx, &service.AppendToRequest{AppName: "app", UserID: "u", SessionID: "s", Event: &service.Event{Author: "a"},
+				IfLastUpdate: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)})
+		}},
+		{"append-to if last update 1969", "IfLastUpdate: 1969-12-31T23:59:59Z is no session's update time", func() error {
+			return e.svc.AppendTo(ctx, &service.AppendToRequest{AppName: "app", UserID: "u", SessionID: "s", Event: &service.Event{Author: "a"},
+				IfLastUpdate: time.Unix(-1, 0)})
+		}},
+		{"artifact version beyond 2^53", `event.actions.artifactDelta.f: version 9223372036854775807, must be in [-1, 2^53)`,
+			appendTo(&service.Event{Author: "a", Actions: service.EventActions{ArtifactDelta: map[string]int64{"f": math.MaxInt64}}})},
+		{"artifact version below -1", `event.actions.artifactDelta.f: version -2`,
+			appendTo(&service.Event{Author: "a", Actions: service.EventActions{ArtifactDelta: map[string]int64{"f": -2}}})},
 		{"delete empty user", "UserID", func() error {
 			return e.svc.Delete(ctx, &service.DeleteRequest{AppName: "app", SessionID: "s"})
 		}},
@@ -1077,6 +1108,16 @@ func testBadInput(t *testing.T, url string) {
 		{"duplicate key in a content part", `event.content.parts[0].text: a key the database would give back`, withContent(`{"parts":[{"text":"a","text":"b"}]}`)},
 		{"content key not camelCase", "event.content.parts[0].my_key: a key the database would give back as another", withContent(`{"parts":[{"text":"x","my_key":1}]}`)},
 		{"number beyond a double in content", "event.content.n: number 2e308", withContent(`{"n":2e308}`)},
+		{"bad base64 inline data", "event.content.parts[0].inlineData.data: not base64: '!' at offset 0",
+			withContent(`{"parts":[{"inlineData":{"mimeType":"image/png","data":"!!!notbase64"}}]}`)},
+		{"bad base64 thought signature", "event.content.parts[1].thoughtSignature: not base64: '%' at offset 0",
+			withContent(`{"parts":[{"text":"x"},{"text":"y","thoughtSignature":"%%%"}]}`)},
+		{"bad base64 function response part", "event.content.parts[0].functionResponse.parts[0].inlineData.data: not base64: it mixes",
+			withContent(`{"parts":[{"functionResponse":{"name":"f","response":{},"parts":[{"inlineData":{"data":"ab-+"}}]}}]}`)},
+		{"bad base64 compacted content", "event.actions.compaction.compactedContent.parts[0].inlineData.data: not base64: its last character",
+			appendTo(&service.Event{Author: "a", Actions: service.EventActions{Compaction: json.RawMessage(`{"compactedContent":{"parts":[{"inlineData":{"data":"AB"}}]}}`)}})},
+		{"bad base64 sdk blob", "event.groundingMetadata.searchEntryPoint.sdkBlob: a bytes field is a string of base64",
+			appendTo(&service.Event{Author: "a", Extra: map[string]json.RawMessage{"groundingMetadata": json.RawMessage(`{"searchEntryPoint":{"sdkBlob":12}}`)}})},
 		{"NUL custom metadata", "event.customMetadata.m: contains NUL", appendTo(&service.Event{Author: "a", CustomMetadata: map[string]any{"m": "\x00"}})},
 		{"bad UTF-8 extra", "event.usageMetadata: not valid UTF-8", appendTo(&service.Event{Author: "a", Extra: map[string]json.RawMessage{"usageMetadata": json.RawMessage("\"\xff\"")}})},
 		{"NUL actions extra", "event.actions.route[0]: contains NUL", appendTo(&service.Event{Author: "a", Actions: service.EventActions{Extra: map[string]json.RawMessage{"route": json.RawMessage(`["\u0000"]`)}}})},

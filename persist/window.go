@@ -70,6 +70,7 @@ func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key Sessi
 	for i, r := range rows { // newest first
 		e := r.event(key)
 		e.Seq = rev - skip - int64(i)
+		e.Timestamp = r.Timestamp.eventTime(e.Seq)
 		events[len(rows)-1-i] = e
 	}
 	return events, nil

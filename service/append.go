@@ -70,7 +70,9 @@ type AppendToRequest struct {
 	// IfLastUpdate, when not zero, appends only while the session's
 	// LastUpdateTime is exactly this (optimistic concurrency, as HTTP's
 	// If-Match); otherwise ErrStaleSession with nothing written. Zero: the
-	// event is appended to the session as it is now.
+	// event is appended to the session as it is now. A time no session's
+	// update time can be (before 1970, from 2^53 µs on) is
+	// ErrInvalidArgument.
 	IfLastUpdate time.Time
 }
 
@@ -85,6 +87,9 @@ func (s *Service) AppendTo(ctx context.Context, req *AppendToRequest) error {
 	}
 	if req.Event.Partial {
 		return nil
+	}
+	if err := checkIfLastUpdate(req.IfLastUpdate); err != nil {
+		return err
 	}
 	p, err := s.planAppend(req.AppName, req.UserID, req.SessionID, req.Event)
 	if err != nil {

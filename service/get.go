@@ -12,7 +12,9 @@ import (
 // GetRequest asks for a session and a window of its events.
 type GetRequest struct {
 	AppName, UserID, SessionID string
-	// NumRecentEvents > 0 keeps the newest n events (of those After lets through).
+	// NumRecentEvents > 0 keeps the newest n events (of those After lets
+	// through). Negative is ErrInvalidArgument; beyond 2^53 (more events
+	// than a session can count) it keeps them all.
 	NumRecentEvents int
 	// After keeps events with timestamp >= After (inclusive); zero = all.
 	// A bound before 1970 keeps all, one after 2200 none (event timestamps
@@ -39,8 +41,9 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 			return nil, err
 		}
 	}
-	if req.NumRecentEvents < 0 {
-		return nil, fmt.Errorf("%w: NumRecentEvents: %d is negative", ErrInvalidArgument, req.NumRecentEvents)
+	numRecent, err := windowSize(req.NumRecentEvents)
+	if err != nil {
+		return nil, err
 	}
 	after := int64(-1)
 	if !req.After.IsZero() {
@@ -48,7 +51,7 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	}
 	snap, err := s.loader.Get(ctx, cache.GetArgs{
 		App: req.AppName, User: req.UserID, SID: req.SessionID,
-		After: after, NumRecent: req.NumRecentEvents, InvocationID: req.InvocationID,
+		After: after, NumRecent: numRecent, InvocationID: req.InvocationID,
 	})
 	switch {
 	case errors.Is(err, ErrNotFound):

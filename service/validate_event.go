@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -33,6 +34,42 @@ func (s *Service) ValidateEvent(ev *Event) error {
 	return err
 }
 
+// ValidateEvents tells whether appending evs in order to a new session
+// would refuse one of them as bad input: each as ValidateEvent, and an id
+// that two of them carry for different events (an append would answer
+// ErrAlreadyExists) is ErrInvalidArgument naming both. The same event
+// twice (a timestamp aside) is no error: its second append writes nothing,
+// as a retry's. It writes nothing and leaves evs as they are.
+func (s *Service) ValidateEvents(evs []*Event) error {
+	first := map[string]int{} // event id -> index of its first event
+	for i, ev := range evs {
+		if err := s.ValidateEvent(ev); err != nil {
+			return fmt.Errorf("events[%d]: %w", i, err)
+		}
+		if ev.Partial || ev.ID == "" {
+			continue
+		}
+		j, ok := first[ev.ID]
+		if !ok {
+			first[ev.ID] = i
+			continue
+		}
+		stored, err := json.Marshal(evs[j])
+		if err != nil {
+			return fmt.Errorf("%w: events[%d]: %v", ErrInvalidArgument, j, err)
+		}
+		same, err := isRetryOf(string(stored), ev)
+		if err != nil {
+			return fmt.Errorf("%w: events[%d]: %v", ErrInvalidArgument, i, err)
+		}
+		if !same {
+			return fmt.Errorf("%w: events[%d]: id %q is also events[%d]'s, a different event (an id names one event of a session)",
+				ErrInvalidArgument, i, ev.ID, j)
+		}
+	}
+	return nil
+}
+
 // prepareEvent checks ev and builds what AppendEvent sends, on a copy:
 // bad input leaves ev as it was. See docs/design.md, "Bad input".
 func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
@@ -49,6 +86,12 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 	if !ev.Timestamp.IsZero() {
 		if err := checkTimestamp("event.Timestamp", ev.Timestamp); err != nil {
 			return nil, err
+		}
+	}
+	for f, v := range ev.Actions.ArtifactDelta {
+		if v < -1 || v >= maxCount {
+			return nil, fmt.Errorf("%w: event.actions.artifactDelta%s: version %d, must be in [-1, 2^53) (-1: no version, as a rewind names it)",
+				ErrInvalidArgument, pathKey("", f), v)
 		}
 	}
 	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)
@@ -89,9 +132,8 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 	if !sc.check(blob, true) {
 		return nil, sc.err("event")
 	}
-	if path, ok := eventjson.CheckAPIKeys(blob); !ok {
-		return nil, fmt.Errorf("%w: event%s: a key the database would give back as another: keys of ADK's models "+
-			"are their camelCase API names (the database holds ADK's snake_case storage form)", ErrInvalidArgument, path)
+	if path, problem := eventjson.CheckAPI(blob); problem != "" {
+		return nil, fmt.Errorf("%w: event%s: %s", ErrInvalidArgument, path, problem)
 	}
 	return &preparedEvent{stored: stored, blob: blob, delta: delta, normalized: normalized}, nil
 }

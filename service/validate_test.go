@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,17 @@ func badEvents() map[string]struct {
 		"NUL transfer":              {&Event{Author: "a", Actions: EventActions{TransferToAgent: "\x00"}}, "event.actions.transferToAgent: contains NUL"},
 		"NUL rewind":                {&Event{Author: "a", Actions: EventActions{RewindBeforeInvocationID: "i\x00"}}, "event.actions.rewindBeforeInvocationId: contains NUL"},
 		"NUL artifact":              {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"f\x00": 1}}}, "event.actions.artifactDelta (object key): contains NUL"},
+		"artifact version 2^53":     {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"f": 1 << 53}}}, `event.actions.artifactDelta.f: version 9007199254740992, must be in [-1, 2^53)`},
+		"artifact version max":      {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"a b": math.MaxInt64}}}, `event.actions.artifactDelta["a b"]: version 9223372036854775807`},
+		"artifact version -2":       {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"user:f": -2}}}, `event.actions.artifactDelta["user:f"]: version -2`},
+		"bad inline data":           {content(`{"parts":[{"inlineData":{"mimeType":"image/png","data":"!!!notbase64"}}]}`), "event.content.parts[0].inlineData.data: not base64: '!' at offset 0"},
+		"bad thought signature":     {content(`{"parts":[{"text":"x","thoughtSignature":"%%%"}]}`), "event.content.parts[0].thoughtSignature: not base64"},
+		"mixed alphabets":           {content(`{"parts":[{"inlineData":{"data":"A-_/"}}]}`), "event.content.parts[0].inlineData.data: not base64: it mixes"},
+		"bits after the last byte":  {content(`{"parts":[{"inlineData":{"data":"AB"}}]}`), "event.content.parts[0].inlineData.data: not base64: its last character"},
+		"bytes not a string":        {content(`{"parts":[{"thoughtSignature":[1,2]}]}`), "event.content.parts[0].thoughtSignature: a bytes field is a string of base64"},
+		"bad response part data":    {content(`{"parts":[{"functionResponse":{"name":"f","parts":[{"inlineData":{"data":"a b"}}]}}]}`), "event.content.parts[0].functionResponse.parts[0].inlineData.data: not base64"},
+		"bad compacted bytes":       {&Event{Author: "a", Actions: EventActions{Compaction: json.RawMessage(`{"compactedContent":{"parts":[{"inlineData":{"data":"*"}}]}}`)}}, "event.actions.compaction.compactedContent.parts[0].inlineData.data: not base64"},
+		"bad sdk blob":              {&Event{Author: "a", Extra: map[string]json.RawMessage{"groundingMetadata": json.RawMessage(`{"searchEntryPoint":{"sdkBlob":"A"}}`)}}, "event.groundingMetadata.searchEntryPoint.sdkBlob: not base64: 1 characters"},
 		"bad UTF-8 artifact":        {&Event{Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"\xff": 1}}}, "event.actions.artifactDelta (object key): not valid UTF-8"},
 		"NUL content text":          {content(`{"parts":[{"text":"a\u0000"}]}`), "event.content.parts[0].text: contains NUL"},
 		"raw NUL content":           {content("{\"parts\":[{\"text\":\"a\x00\"}]}"), "event.content: invalid character '\\x00' in string literal"},
@@ -121,6 +133,10 @@ func TestValidateEventAccepts(t *testing.T) {
 			`{"functionResponse":{"name":"f","response":{"my_result":[{"A_b":1}]}}}]}`),
 			CustomMetadata: map[string]any{"my_key": map[string]any{"X_y": 1}}, Actions: EventActions{StateDelta: map[string]any{"user:my_key": map[string]any{"Q_r": 1}},
 				ArtifactDelta: map[string]int64{"my_file.txt": 1}}},
+		"base64 forms": {Author: "a", Content: json.RawMessage(`{"parts":[{"inlineData":{"data":"-_-_AA"},"thoughtSignature":"AQI"},` +
+			`{"inlineData":{"data":"+/+/AA=="}},{"inlineData":{"data":"AA="}},{"inlineData":{"data":null}},{"inlineData":{"data":""}}]}`),
+			Extra: map[string]json.RawMessage{"groundingMetadata": json.RawMessage(`{"searchEntryPoint":{"sdkBlob":"_w"}}`)}},
+		"artifact versions":       {Author: "a", Actions: EventActions{ArtifactDelta: map[string]int64{"gone": -1, "zero": 0, "last": 1<<53 - 1}}},
 		"snake_case action extra": {Author: "a", Actions: EventActions{Extra: map[string]json.RawMessage{"x": json.RawMessage(`{"a_b":1}`), "set_it": json.RawMessage(`1`)}}},
 		"OAuth scopes": {Author: "a", Actions: EventActions{RequestedAuthConfigs: map[string]json.RawMessage{"fc-1": json.RawMessage(
 			`{"authScheme":{"type":"oauth2","flows":{"authorizationCode":{"tokenUrl":"t","scopes":{"read_api":"Read","write_repository":"Write"}}}}}`)}}},
@@ -238,7 +254,7 @@ func BenchmarkValidateEventParts(b *testing.B) {
 	})
 	b.Run("keys", func(b *testing.B) {
 		for b.Loop() {
-			eventjson.CheckAPIKeys(p.blob)
+			eventjson.CheckAPI(p.blob)
 		}
 	})
 	b.Run("delta", func(b *testing.B) {
@@ -274,5 +290,30 @@ func TestValidateEventNesting(t *testing.T) {
 		"metadata": {Author: "a", CustomMetadata: map[string]any{"m": json.RawMessage(nested(9999))}},
 	} {
 		require.ErrorIs(t, s.ValidateEvent(ev), ErrInvalidArgument, name)
+	}
+}
+
+// TestValidateEvents: the events of a create, each as ValidateEvent, and
+// one id for two different events refused; the same event twice is fine.
+func TestValidateEvents(t *testing.T) {
+	t.Parallel()
+	s := testService(t, nil)
+	ev := func(id, author string, ts int64) *Event {
+		return &Event{ID: id, Author: author, Timestamp: time.Unix(ts, 0), Content: json.RawMessage(`{"parts":[{"text":"x"}]}`)}
+	}
+	require.NoError(t, s.ValidateEvents(nil))
+	require.NoError(t, s.ValidateEvents([]*Event{ev("a", "x", 1), ev("a", "x", 2), ev("", "x", 3), ev("", "y", 4), {Partial: true, ID: "a"}}))
+	for name, c := range map[string]struct {
+		evs  []*Event
+		want string
+	}{
+		"other author":  {[]*Event{ev("a", "x", 1), ev("b", "x", 1), ev("a", "y", 1)}, `events[2]: id "a" is also events[0]'s, a different event`},
+		"other content": {[]*Event{ev("a", "x", 1), {ID: "a", Author: "x", Timestamp: time.Unix(1, 0)}}, `events[1]: id "a" is also events[0]'s`},
+		"nil":           {[]*Event{ev("a", "x", 1), nil}, "events[1]: adksession: invalid argument: event: nil"},
+		"bad event":     {[]*Event{{Author: "\x00"}}, "events[0]: adksession: invalid argument: event.author: contains NUL"},
+	} {
+		err := s.ValidateEvents(c.evs)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+		require.Contains(t, err.Error(), c.want, name)
 	}
 }

@@ -3,16 +3,19 @@ package service
 import (
 	"fmt"
 	"time"
+
+	"github.com/adksession/adksession/persist"
 )
 
 // An event's timestamp is within [MinTimestampMicros, MaxTimestampMicros)
 // microseconds since the epoch: from 1970-01-01 to 2200-01-01 UTC. These
 // microseconds (below 7.3e15) are exact in a double, the number of Lua and
 // of Redis sorted-set scores (exact up to 2^53, about 9e15), with room to
-// move an event 1µs after the previous one.
+// move an event 1µs after the previous one. A time read from the database
+// is brought into the same range (docs/persistence.md, "Timestamps").
 const (
-	MinTimestampMicros int64 = 0
-	MaxTimestampMicros int64 = 7_258_118_400_000_000
+	MinTimestampMicros = persist.MinTimestampMicros
+	MaxTimestampMicros = persist.MaxTimestampMicros
 )
 
 var minTimestamp, maxTimestamp = time.UnixMicro(MinTimestampMicros).UTC(), time.UnixMicro(MaxTimestampMicros).UTC()
@@ -39,4 +42,35 @@ func windowBound(after time.Time) int64 {
 		return beyond
 	}
 	return after.UnixMicro()
+}
+
+// maxCount is the largest count a script holds exactly (2^53, Lua's
+// MAX_INT): no session has more events, no session's update time more µs.
+const maxCount = 1 << 53
+
+// windowSize is the NumRecent a Get sends for NumRecentEvents n: negative
+// is refused; a window beyond maxCount is clamped to all events (0), the
+// answer asked for, since no session holds that many.
+func windowSize(n int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("%w: NumRecentEvents: %d is negative", ErrInvalidArgument, n)
+	case int64(n) > maxCount:
+		return 0, nil
+	}
+	return n, nil
+}
+
+// checkIfLastUpdate refuses an AppendToRequest.IfLastUpdate that no
+// session's update time can be: before 1970, or from 2^53 µs on (year
+// 2255; the scripts hold update times below it).
+func checkIfLastUpdate(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if us := t.UnixMicro(); t.Before(minTimestamp) || us >= maxCount {
+		return fmt.Errorf("%w: IfLastUpdate: %s is no session's update time (outside [%s, 2^53 µs))", ErrInvalidArgument,
+			t.UTC().Format(time.RFC3339Nano), minTimestamp.Format(time.DateOnly))
+	}
+	return nil
 }

@@ -3,7 +3,7 @@
 // the storage form of the events.event_data column (field names, what ADK
 // Python's model_dump writes), following ADK Python's and google-genai's
 // models (eventmodels.go); it checks the keys of an event in API form
-// (CheckAPIKeys) and rewrites its bytes fields for Go's encoding/json
+// and its bytes (CheckAPI) and rewrites its bytes fields for Go's encoding/json
 // (StandardBytes). docs/persistence.md ("event_data: the storage form")
 // gives the rules.
 //

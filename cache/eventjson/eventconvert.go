@@ -1,6 +1,8 @@
 package eventjson
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 )
 
@@ -132,7 +134,7 @@ func rebase64(v []byte, a alphabet) []byte {
 	if !isJSONString(v) {
 		return v
 	}
-	s := string(v[1 : len(v)-1])
+	s := unquote(v)
 	body := strings.TrimRight(s, "=")
 	if len(body)%4 == 1 || strings.IndexFunc(body, notBase64) >= 0 {
 		return v
@@ -143,7 +145,7 @@ func rebase64(v []byte, a alphabet) []byte {
 		body = toStandard.Replace(body)
 	}
 	body += "=="[:(4-len(body)%4)%4]
-	if body == s {
+	if body == s && bytes.IndexByte(v, '\\') < 0 {
 		return v
 	}
 	return []byte(`"` + body + `"`)
@@ -151,6 +153,71 @@ func rebase64(v []byte, a alphabet) []byte {
 
 func notBase64(r rune) bool {
 	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '+' || r == '/' || r == '-' || r == '_')
+}
+
+// BytesProblem tells why v, the JSON value of a bytes field, is not base64
+// that every reader of adksession's events decodes to the same bytes, or
+// "" when it is (null too: no bytes). Those readers are ADK Python
+// (pydantic, val_json_bytes="base64"), adk-go (Go's encoding/json, after
+// service/adkgo's rewrite to the standard alphabet with padding: see
+// rebase64) and ADK JS (the model API's protobuf JSON parser). What all of
+// them take: a string in one alphabet, standard (RFC 4648 §4, '+' '/') or
+// URL-safe (§5, '-' '_'), padded, unpadded or with the one '=' pydantic
+// accepts for two missing, and no bits set after its last byte (pydantic
+// refuses "AB", which Go reads as "AA").
+func BytesProblem(v []byte) string {
+	if isNull(v) {
+		return ""
+	}
+	if !isJSONString(v) {
+		return "a bytes field is a string of base64"
+	}
+	s := unquote(v)
+	body := strings.TrimRight(s, "=")
+	pad := len(s) - len(body)
+	std, url := false, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case isAlnum(c):
+		case c == '+' || c == '/':
+			std = true
+		case c == '-' || c == '_':
+			url = true
+		default:
+			return fmt.Sprintf("not base64: %q at offset %d", c, i)
+		}
+	}
+	last := byte(0)
+	if len(body) > 0 {
+		last = base64Value(body[len(body)-1])
+	}
+	switch rem := len(body) % 4; {
+	case std && url:
+		return "not base64: it mixes the standard ('+', '/') and URL-safe ('-', '_') alphabets"
+	case rem == 1:
+		return fmt.Sprintf("not base64: %d characters (a multiple of 4, less 2 or 3 without padding)", len(body))
+	case pad > 0 && !(rem == 2 && pad <= 2 || rem == 3 && pad == 1):
+		return fmt.Sprintf("not base64: %d '=' after %d characters", pad, len(body))
+	case rem == 2 && last&0x0f != 0, rem == 3 && last&0x03 != 0:
+		return fmt.Sprintf("not base64: its last character %q sets bits after the last byte", body[len(body)-1])
+	}
+	return ""
+}
+
+// base64Value is the 6 bits of a base64 character of either alphabet.
+func base64Value(c byte) byte {
+	switch {
+	case c >= 'A' && c <= 'Z':
+		return c - 'A'
+	case c >= 'a' && c <= 'z':
+		return c - 'a' + 26
+	case c >= '0' && c <= '9':
+		return c - '0' + 52
+	case c == '+' || c == '-':
+		return 62
+	}
+	return 63
 }
 
 // camel is pydantic's alias_generators.to_camel: "function_call" ->

@@ -1,7 +1,10 @@
 package eventjson
 
 import (
+	"bytes"
+	"encoding/base64"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -24,9 +27,9 @@ func TestCheckAPIKeys(t *testing.T) {
 		`{"id":"e","author":"a","branch":"b","timestamp":1,"partial":true,"turnComplete":true,"interrupted":true,"errorCode":"c","errorMessage":"m","author":"b"}`:       ".author",
 		`{"id":"e","author":"a","branch":"b","timestamp":1,"partial":true,"turnComplete":true,"interrupted":true,"errorCode":"c","errorMessage":"m","invocationId":"i"}`: "",
 	} {
-		path, ok := CheckAPIKeys([]byte(api))
-		if ok != (want == "") || path != want {
-			t.Errorf("CheckAPIKeys(%s) = %q, %v; want %q", api, path, ok, want)
+		path, problem := CheckAPI([]byte(api))
+		if (problem == "") != (want == "") || path != want || problem != "" && problem != KeyProblem {
+			t.Errorf("CheckAPI(%s) = %q, %q; want %q", api, path, problem, want)
 		}
 	}
 }
@@ -45,6 +48,80 @@ func TestKeptByRename(t *testing.T) {
 	for _, k := range keys {
 		if alreadyCamel(k) && camel(snake(k)) != k {
 			t.Fatalf("%q is already camelCase but comes back as %q", k, camel(snake(k)))
+		}
+	}
+}
+
+// TestBytesProblem: the base64 every reader decodes alike. The table was
+// checked against pydantic 2.13 (val_json_bytes="base64", ADK Python's
+// genai models); each value taken decodes, after rebase64, with Go's
+// strict decoders of both alphabets to the same bytes.
+func TestBytesProblem(t *testing.T) {
+	for v, want := range map[string][]byte{
+		`null`: nil, `""`: {}, `"AAEC"`: {0, 1, 2}, `"AAE"`: {0, 1}, `"AAE="`: {0, 1}, `"AA=="`: {0}, `"AA="`: {0}, `"AA"`: {0},
+		`"-_-_"`: {0xfb, 0xff, 0xbf}, `"+/+/"`: {0xfb, 0xff, 0xbf}, `"_w"`: {0xff}, `"_w=="`: {0xff}, `"/w"`: {0xff},
+		`"\u0041AAA"`: {0, 0, 0}, `"AAAAAA"`: {0, 0, 0, 0}, `"aGk\/"`: {0x68, 0x69, 0x3f},
+	} {
+		if p := BytesProblem([]byte(v)); p != "" {
+			t.Errorf("BytesProblem(%s) = %q, want none", v, p)
+			continue
+		}
+		if v == "null" {
+			continue
+		}
+		std, err := base64.StdEncoding.Strict().DecodeString(unquote(rebase64([]byte(v), standard)))
+		if err != nil || !bytes.Equal(std, want) {
+			t.Errorf("%s: standard %q, %v; want %x", v, std, err, want)
+		}
+		url, err := base64.URLEncoding.Strict().DecodeString(unquote(rebase64([]byte(v), urlSafe)))
+		if err != nil || !bytes.Equal(url, want) {
+			t.Errorf("%s: URL-safe %q, %v; want %x", v, url, err, want)
+		}
+	}
+	for v, want := range map[string]string{
+		`"!!!notbase64"`: `not base64: '!' at offset 0`,
+		`"%%%"`:          `not base64: '%' at offset 0`,
+		`"A-_/"`:         "mixes the standard",
+		`"+_"`:           "mixes the standard",
+		`"AB=="`:         "sets bits after the last byte",
+		`"AB"`:           "sets bits after the last byte",
+		`"AAF"`:          "sets bits after the last byte",
+		`"+/"`:           "sets bits after the last byte",
+		`"A"`:            "not base64: 1 characters",
+		`"AAAAA"`:        "not base64: 5 characters",
+		`"AAAA="`:        "1 '=' after 4 characters",
+		`"AAA=="`:        "2 '=' after 3 characters",
+		`"AA==="`:        "3 '=' after 2 characters",
+		`"="`:            "1 '=' after 0 characters",
+		`"AA=A"`:         `'=' at offset 2`,
+		`"AA\nAA"`:       `'\n' at offset 2`,
+		`" AAAA"`:        `' ' at offset 0`,
+		`"AAAA\u0000"`:   `'\x00' at offset 4`,
+		`5`:              "a bytes field is a string of base64",
+		`{"data":"AA"}`:  "a bytes field is a string of base64",
+	} {
+		if p := BytesProblem([]byte(v)); !strings.Contains(p, want) {
+			t.Errorf("BytesProblem(%s) = %q, want %q", v, p, want)
+		}
+	}
+}
+
+// TestCheckAPIBytes: CheckAPI finds bad base64 in every bytes field of an
+// event, with its path.
+func TestCheckAPIBytes(t *testing.T) {
+	const bad = `"!!!notbase64"`
+	for api, want := range map[string]string{
+		`{"content":{"parts":[{"inlineData":{"mimeType":"image/png","data":` + bad + `}}]}}`:                                     ".content.parts[0].inlineData.data",
+		`{"content":{"parts":[{"text":"x"},{"text":"y","thoughtSignature":` + bad + `}]}}`:                                       ".content.parts[1].thoughtSignature",
+		`{"content":{"parts":[{"functionResponse":{"name":"f","parts":[{"inlineData":{"data":` + bad + `}}]}}]}}`:                ".content.parts[0].functionResponse.parts[0].inlineData.data",
+		`{"actions":{"compaction":{"compactedContent":{"parts":[{"thoughtSignature":` + bad + `}]}}}}`:                           ".actions.compaction.compactedContent.parts[0].thoughtSignature",
+		`{"groundingMetadata":{"searchEntryPoint":{"renderedContent":"x","sdkBlob":` + bad + `}}}`:                               ".groundingMetadata.searchEntryPoint.sdkBlob",
+		`{"content":{"parts":[{"inlineData":{"data":"AAEC"},"thoughtSignature":"-_-_"}]},"customMetadata":{"data":` + bad + `}}`: "",
+		`{"content":{"parts":[{"functionCall":{"name":"f","args":{"data":` + bad + `,"thoughtSignature":5}}}]}}`:                 "",
+	} {
+		path, problem := CheckAPI([]byte(api))
+		if path != want || (problem == "") != (want == "") || want != "" && !strings.Contains(problem, "not base64") {
+			t.Errorf("CheckAPI(%s) = %q, %q; want %q", api, path, problem, want)
 		}
 	}
 }

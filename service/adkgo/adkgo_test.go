@@ -221,3 +221,44 @@ func eventIDs(s session.Session) []string {
 func modelText(text string) model.LLMResponse {
 	return model.LLMResponse{Content: genai.NewContentFromText(text, genai.RoleModel)}
 }
+
+// TestBytesEveryAlphabet: bytes appended in either base64 alphabet, padded
+// or not, through the library and over the storage form, read back through
+// the adapter as the same bytes; bad base64 is refused before it could
+// make the session unreadable (service.ValidateEvent).
+func TestBytesEveryAlphabet(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg service.Config) {
+		ctx := t.Context()
+		svc := openService(t, cfg)
+		s := New(svc)
+		created, err := s.Create(ctx, &session.CreateRequest{AppName: "app", UserID: "u"})
+		require.NoError(t, err)
+		key := service.AppendToRequest{AppName: "app", UserID: "u", SessionID: created.Session.ID()}
+		appendRaw := func(js string) error {
+			var ev service.Event
+			require.NoError(t, ev.UnmarshalJSON([]byte(js)))
+			req := key
+			req.Event = &ev
+			return svc.AppendTo(ctx, &req)
+		}
+		// API form: URL-safe unpadded, standard unpadded, one '='; storage form (snake_case).
+		require.NoError(t, appendRaw(`{"author":"a","content":{"role":"model","parts":[{"inlineData":{"mimeType":"b","data":"-_-_AA"},"thoughtSignature":"AQI"},`+
+			`{"functionResponse":{"name":"f","response":{},"parts":[{"inlineData":{"mimeType":"b","data":"+/+/AA"}}]}}]},`+
+			`"groundingMetadata":{"searchEntryPoint":{"sdkBlob":"_w="}}}`))
+		require.NoError(t, appendRaw(`{"author":"a","invocation_id":"i","content":{"role":"model","parts":[{"inline_data":{"mime_type":"b","data":"_w"},"thought_signature":"AQI="}]}}`))
+		for _, bad := range []string{`"!!!notbase64"`, `"%%%"`, `"AB"`, `"A-_/"`} {
+			err := appendRaw(`{"author":"a","content":{"parts":[{"text":"x","thoughtSignature":` + bad + `}]}}`)
+			require.ErrorIs(t, err, service.ErrInvalidArgument, bad)
+		}
+
+		got := get(t, s, created.Session)
+		require.Equal(t, 2, got.Events().Len())
+		e1, e2 := got.Events().At(0), got.Events().At(1)
+		require.Equal(t, []byte{0xfb, 0xff, 0xbf, 0}, e1.Content.Parts[0].InlineData.Data)
+		require.Equal(t, []byte{1, 2}, e1.Content.Parts[0].ThoughtSignature)
+		require.Equal(t, []byte{0xfb, 0xff, 0xbf, 0}, e1.Content.Parts[1].FunctionResponse.Parts[0].InlineData.Data)
+		require.Equal(t, []byte{0xff}, e1.GroundingMetadata.SearchEntryPoint.SDKBlob)
+		require.Equal(t, []byte{0xff}, e2.Content.Parts[0].InlineData.Data)
+		require.Equal(t, []byte{1, 2}, e2.Content.Parts[0].ThoughtSignature)
+	})
+}

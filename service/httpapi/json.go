@@ -82,7 +82,10 @@ func queryInt(r *http.Request, name string) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, badRequest(fmt.Sprintf("%s: %q is beyond a 64-bit integer", name, v))
+	case err != nil || n < 0:
 		return 0, badRequest(fmt.Sprintf("%s: %q is not a non-negative integer", name, v))
 	}
 	return n, nil

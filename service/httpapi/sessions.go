@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -44,14 +46,12 @@ func (h *Handler) createWithID(w http.ResponseWriter, r *http.Request) error {
 
 func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, sid string, state map[string]any, events []*service.Event) error {
 	app, user := r.PathValue("app"), r.PathValue("user")
-	// Bad events are refused before anything is written.
-	for _, ev := range events {
-		if ev == nil {
-			return badRequest("events: null event")
-		}
-		if err := h.svc.ValidateEvent(ev); err != nil {
-			return err
-		}
+	// All or nothing. Bad events (one id for two different events among
+	// them too) are refused before anything is written; an append that
+	// fails all the same (Redis down, the client gone) deletes the session
+	// again, so that the request can be sent again.
+	if err := h.svc.ValidateEvents(events); err != nil {
+		return err
 	}
 	resp, err := h.svc.Create(r.Context(), &service.CreateRequest{AppName: app, UserID: user, SessionID: sid, State: state})
 	if err != nil {
@@ -59,7 +59,7 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, sid stri
 	}
 	for _, ev := range events {
 		if err := h.svc.AppendEvent(r.Context(), resp.Session, ev); err != nil {
-			return err
+			return h.undoCreate(r, resp.Session, err)
 		}
 		h.metrics.appends.Inc()
 		h.metrics.appendRate.add(time.Now())
@@ -67,6 +67,19 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, sid stri
 	h.recent.touch(resp.Session.AppName(), resp.Session.UserID(), resp.Session.ID(), resp.Session.LastUpdateTime())
 	writeSession(w, http.StatusOK, resp.Session)
 	return nil
+}
+
+// undoCreate deletes the session a create with events made when one of
+// its appends failed with err, and returns err (with the delete's error,
+// if that failed too). The delete runs even when the request's context has
+// ended, within a bound of its own.
+func (h *Handler) undoCreate(r *http.Request, s *service.Session, err error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	if derr := h.svc.Delete(ctx, &service.DeleteRequest{AppName: s.AppName(), UserID: s.UserID(), SessionID: s.ID()}); derr != nil {
+		return fmt.Errorf("%w (and deleting the session it created failed: %v)", err, derr)
+	}
+	return err
 }
 
 // get: GET .../sessions/{id}?numRecentEvents=&afterTimestamp=&invocationId=
