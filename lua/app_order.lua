@@ -35,9 +35,8 @@ end
 -- step: app_apply.lua comes after the session's step has stored the event, and must not refuse. Two writers
 -- of one app may both pass before either applies: the total can pass the cap by what such writers add.
 if count > 0 then
-  local before = state_total(state)
-  local after = before + state_grow(sizes, value_lens(state, sizes), true)
-  if state_over(before, after, cap) then
+  local after, over = state_write(state, sizes, cap, nil, true)
+  if over then
     return {-14, after}
   end
 end

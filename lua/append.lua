@@ -156,22 +156,20 @@ if (behind and bound == '') or (at and ut ~= at) then
   return {-3, rev}
 end
 -- State totals (lib.lua): the session's and the user's with this event's keys, within their caps.
-local ssz, usz
+local ssz, usz, over
 if scap then
   local olds = {}
   for j = 1, s do
     olds[j] = meta[7 + j] and #meta[7 + j] or 0
   end
-  local before = state_total(sess)
-  ssz = before + state_grow(svals, olds)
-  if state_over(before, ssz, scap) then
+  ssz, over = state_write(sess, svals, scap, olds)
+  if over then
     return {-12, ssz}
   end
 end
 if ucap then
-  local before = state_total(user)
-  usz = before + state_grow(uvals, value_lens(user, uvals))
-  if state_over(before, usz, ucap) then
+  usz, over = state_write(user, uvals, ucap)
+  if over then
     return {-13, usz}
   end
 end

@@ -74,11 +74,10 @@ local ssz = state_grow(svals)
 if state_over(0, ssz, scap) then
   return {-12, ssz}
 end
-local usz
+local usz, over
 if u > 0 then
-  local before = state_total(user)
-  usz = before + state_grow(uvals, value_lens(user, uvals))
-  if state_over(before, usz, ucap) then
+  usz, over = state_write(user, uvals, ucap)
+  if over then
     return {-13, usz}
   end
 end

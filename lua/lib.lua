@@ -192,3 +192,11 @@ end
 local function state_over(before, after, cap)
   return cap > 0 and after > cap and after > before
 end
+
+-- state_write returns a state hash's total once pairs are written over its values (of olds[j] bytes; nil:
+-- read with value_lens), and whether that passes cap (state_over). sized as for state_grow.
+local function state_write(hash, pairs, cap, olds, sized)
+  local before = state_total(hash)
+  local after = before + state_grow(pairs, olds or value_lens(hash, pairs), sized)
+  return after, state_over(before, after, cap)
+end
