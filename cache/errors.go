@@ -45,3 +45,21 @@ func SessionError(kind error, app, user, sid string) error {
 func SessionName(app, user, sid string) string {
 	return fmt.Sprintf("session %s of app %s, user %s", sid, app, user)
 }
+
+// StateCapError is a write refused, with nothing written, because the
+// state of its scope would pass its byte cap (the scripts' -12, -13 and
+// -14): the session's, the user's or the app's keys and JSON values,
+// summed (docs/design.md, "State totals"). It is ErrInvalidArgument.
+type StateCapError struct {
+	Field string // the cap's Config field: MaxSessionStateBytes, MaxUserStateBytes or MaxAppStateBytes
+	Scope string // "session <sid> of app <app>, user <user>", "user <user> of app <app>", "app <app>"
+	Bytes int64  // the state's total with the write
+	Cap   int64
+}
+
+func (e *StateCapError) Error() string {
+	return fmt.Sprintf("%v: state of %s: %d bytes of keys and values with this write, limit %d (Config.%s)", ErrInvalidArgument, e.Scope, e.Bytes, e.Cap, e.Field)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidArgument) hold.
+func (e *StateCapError) Unwrap() error { return ErrInvalidArgument }

@@ -156,6 +156,10 @@ const (
 	codeCheckID    = -9
 	codeExists     = -10
 	codeOutdated   = -11
+	// The state totals' caps (lib.lua): the session's, the user's, the app's.
+	codeSessionCap = -12
+	codeUserCap    = -13
+	codeAppCap     = -14
 )
 
 // Statuses the scripts report that never reach a caller of adksession: the
@@ -198,6 +202,12 @@ func codeError(code int64) error {
 		return ErrIncomplete
 	case codeOutdated:
 		return ErrReadOutdated
+	case codeSessionCap:
+		return &StateCapError{Field: "MaxSessionStateBytes"}
+	case codeUserCap:
+		return &StateCapError{Field: "MaxUserStateBytes"}
+	case codeAppCap:
+		return &StateCapError{Field: "MaxAppStateBytes"}
 	}
 	return fmt.Errorf("adksession: unknown script status %d", code)
 }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -21,6 +22,7 @@ type Store struct {
 	appliedRetention time.Duration
 	waitReplicas     int
 	waitTimeout      time.Duration
+	caps             StateCaps
 	commit           *committer // group commit of the write scripts
 	// bare: the server cannot compile the scripts' shebang lines (see LoadScripts).
 	bare atomic.Bool
@@ -36,6 +38,14 @@ type Options struct {
 	// acknowledged. WaitTimeout bounds the wait (default 1s).
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	Caps         StateCaps
+}
+
+// StateCaps are the caps of the state totals in bytes (each scope's keys
+// and JSON values, summed; 0: none): the scripts refuse a write that would
+// grow a total past its cap (StateCapError).
+type StateCaps struct {
+	Session, User, App int64
 }
 
 // NewStore returns a Store over rdb.
@@ -47,7 +57,7 @@ func NewStore(rdb redis.UniversalClient, o Options) *Store {
 		o.WaitTimeout = time.Second
 	}
 	return &Store{rdb: rdb, keys: o.Keys, durable: o.Durable, tempTTL: o.TempTTL, appliedRetention: 7 * 24 * time.Hour,
-		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout, commit: &committer{rdb: rdb}}
+		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout, caps: o.Caps, commit: &committer{rdb: rdb}}
 }
 
 // Client is the underlying Redis client.
@@ -128,11 +138,32 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token, orderArg(a.Delta)}
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
+	args = append(args, s.caps.Session, s.caps.User)
 	res, err := s.write(ctx, createScript, []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	return codeError(res[0])
+	return s.capped(codeError(res[0]), res[len(res)-1], a.App, a.User, a.SID)
+}
+
+// capped completes a StateCapError of codeError with the scope of a write
+// to (app, user, sid), the state's total the script answered with its
+// status (bytes) and the cap; other errors are returned as they are.
+func (s *Store) capped(err error, bytes int64, app, user, sid string) error {
+	var c *StateCapError
+	if !errors.As(err, &c) {
+		return err
+	}
+	c.Bytes = bytes
+	switch c.Field {
+	case "MaxSessionStateBytes":
+		c.Scope, c.Cap = SessionName(app, user, sid), s.caps.Session
+	case "MaxUserStateBytes":
+		c.Scope, c.Cap = "user "+user+" of app "+app, s.caps.User
+	default:
+		c.Scope, c.Cap = "app "+app, s.caps.App
+	}
+	return c
 }
 
 // CreateChangeID is the id under which the app part of a create's initial
@@ -150,19 +181,39 @@ func AppendChangeID(incarnation int64, user, sid, eventID string) string {
 
 // AppOrder takes the order number of an app-state change (app_order.lua):
 // the first step of a create or an event with app: keys, before the
-// session's script logs the change with it (StateDelta.AppOrder).
-// ErrAppNotCached (the script's -4) when Redis lost the app hash with a
-// database behind it: load the app state, then take the number again.
-func (s *Store) AppOrder(ctx context.Context, app string) (int64, error) {
+// session's script logs the change with it (StateDelta.AppOrder). pairs
+// are the change's keys and values, checked against the cap of the app's
+// state total (a *StateCapError, with nothing written); nil for a change
+// whose session step is stored already. ErrAppNotCached (the script's -4)
+// when Redis lost the app hash with a database behind it: load the app
+// state, then take the number again.
+func (s *Store) AppOrder(ctx context.Context, app string, pairs []Pair) (int64, error) {
 	k := s.keys.App(app)
-	n, err := s.write(ctx, appOrderScript, []string{k.State, k.Order}, boolArg(s.durable)).Int64()
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("app order script: %w", err)
-	case n == codeNoUser:
-		return 0, ErrAppNotCached
+	args := make([]any, 0, 3+2*len(pairs))
+	args = append(args, boolArg(s.durable), s.caps.App, len(pairs))
+	for _, p := range pairs {
+		args = append(args, p.Key, len(p.Value))
 	}
-	return n, nil
+	v, err := s.write(ctx, appOrderScript, []string{k.State, k.Order}, args...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("app order script: %w", err)
+	}
+	switch v := v.(type) {
+	case int64:
+		if v == codeNoUser {
+			return 0, ErrAppNotCached
+		}
+		return v, nil
+	case []any:
+		if len(v) == 2 {
+			code, ok1 := v[0].(int64)
+			bytes, ok2 := v[1].(int64)
+			if ok1 && ok2 && code == codeAppCap {
+				return 0, s.capped(codeError(code), bytes, app, "", "")
+			}
+		}
+	}
+	return 0, fmt.Errorf("app order script: unexpected reply %v", v)
 }
 
 // AppChange is the app: part of a create or an event: the second step of
@@ -277,7 +328,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	}
 	keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
-	v := newArgv(keys, 20+2*pairs, 14+2*pairs, 4)
+	v := newArgv(keys, 22+2*pairs, 14+2*pairs, 6)
 	if a.NoHandle {
 		rev := ""
 		if a.IfUpdateTime > 0 {
@@ -312,6 +363,8 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 			v.str(p.Value)
 		}
 	}
+	v.int(s.caps.Session)
+	v.int(s.caps.User)
 	return keys, v.args
 }
 
@@ -385,8 +438,11 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 		return nil, ErrCheckEventID
 	}
 	if err := codeError(code); err != nil {
-		if code == codeStale {
+		switch code {
+		case codeStale:
 			return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
+		case codeSessionCap, codeUserCap:
+			return nil, s.capped(err, v[1].(int64), a.App, a.User, a.SID)
 		}
 		return nil, err
 	}

@@ -16,7 +16,7 @@ func TestAppendCommandLayout(t *testing.T) {
 	t.Parallel()
 	keys, err := NewKeys("ns:", 16)
 	require.NoError(t, err)
-	s := NewStore(nil, Options{Keys: keys, Durable: true})
+	s := NewStore(nil, Options{Keys: keys, Durable: true, Caps: StateCaps{Session: 9, User: 8, App: 7}})
 	a := AppendArgs{App: "app", User: "u", SID: "s", HandleRev: 41, Incarnation: 1735787045123456, Ts: 1735787045223456,
 		InvocationID: "inv", EventID: "ev", CheckID: true, EventPre: `{"t":`, EventPost: `}`,
 		Delta:     StateDelta{Session: []Pair{{"k", "1"}}, User: []Pair{{"n", `"x"`}}, Temp: []Pair{{"temp:t", "true"}}, App: []Pair{{"a", "2"}}, AppJSON: `{"a":2}`, AppOrder: 7},
@@ -24,7 +24,7 @@ func TestAppendCommandLayout(t *testing.T) {
 	k := keys.Session("app", "u", "s")
 	head := []string{"8", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	tail := []string{"1735787045223456", "inv", `{"t":`, `}`, "3600000", keys.Wake(), "app", "u", "s", `{"a":2}`, "7", "ev", "1",
-		"1", "k", "1", "1", "n", `"x"`, "1", "temp:t", "true", "1", "f.txt", "3"}
+		"1", "k", "1", "1", "n", `"x"`, "1", "temp:t", "true", "1", "f.txt", "3", "9", "8"}
 	for _, c := range []struct {
 		tweak func(*AppendArgs)
 		argv  string // the first three arguments

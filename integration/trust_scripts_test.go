@@ -59,7 +59,7 @@ func testCreateChecksUserIndex(t *testing.T, url string) {
 	k := e.keys.Session("app", "u", "s")
 	create := func() int64 {
 		keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}
-		r, err := e.rdb.Eval(ctx, lua.Create, keys, 1000, "wake", "app", "u", "s", cache.AppIndexMember("u", "s"), "", "tok", "", 0, 0).Int64Slice()
+		r, err := e.rdb.Eval(ctx, lua.Create, keys, 1000, "wake", "app", "u", "s", cache.AppIndexMember("u", "s"), "", "tok", "", 0, 0, 0, 0).Int64Slice()
 		require.NoError(t, err)
 		return r[0]
 	}
@@ -94,7 +94,7 @@ func testAppChangeOrder(t *testing.T, url string) {
 	ctx := wbCtx(t)
 	a := e.keys.App("app")
 	order := func(durable string) int64 {
-		n, err := e.rdb.Eval(ctx, lua.AppOrder, []string{a.State, a.Order}, durable).Int64()
+		n, err := e.rdb.Eval(ctx, lua.AppOrder, []string{a.State, a.Order}, durable, 0, 0).Int64()
 		require.NoError(t, err)
 		return n
 	}
@@ -116,7 +116,8 @@ func testAppChangeOrder(t *testing.T, url string) {
 	require.Less(t, older, newer)
 	require.EqualValues(t, 1, apply("newer", newer, "", "k", `"newer"`))
 	require.EqualValues(t, 1, apply("older", older, "", "k", `"older"`, "x", "1"), "applied to the keys it alone wrote")
-	require.Equal(t, map[string]string{"m:rev": "2", "s:k": `"newer"`, "s:x": "1"}, e.hash(a.State))
+	// m:sz: the state's total, "k" and "x" with their values (1 + 7, 1 + 1 bytes).
+	require.Equal(t, map[string]string{"m:rev": "2", "m:sz": "10", "s:k": `"newer"`, "s:x": "1"}, e.hash(a.State))
 	require.Equal(t, strconv.FormatInt(newer, 10), e.hash(a.Order)["k:k"])
 	require.Equal(t, strconv.FormatInt(older, 10), e.hash(a.Order)["k:x"])
 	require.EqualValues(t, 0, apply("older", older, "", "k", `"older"`, "x", "2"), "once per id")
@@ -156,7 +157,7 @@ func testAppChangeOrder(t *testing.T, url string) {
 	// With a database, an app state Redis does not hold is loaded first.
 	b := e.keys.App("other")
 	before = e.dump()
-	n, err := e.rdb.Eval(ctx, lua.AppOrder, []string{b.State, b.Order}, "1").Int64()
+	n, err := e.rdb.Eval(ctx, lua.AppOrder, []string{b.State, b.Order}, "1", 0, 0).Int64()
 	require.NoError(t, err)
 	require.EqualValues(t, -4, n)
 	require.Equal(t, before, e.dump(), "nothing written")
@@ -303,7 +304,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
 	goodAppend := func() []any {
 		return []any{"1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "3600000", "0", "app", "u", "s", "", "", "x", "0",
-			"1", "k", "1", "0", "0", "0"}
+			"1", "k", "1", "0", "0", "0", "0", "0"}
 	}
 	with := func(args []any, i int, v any) []any { args[i] = v; return args }
 	cases := []struct {
@@ -315,7 +316,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"append: handle revision not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "1.5")},
 		{"append: update time not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "=soon")},
 		{"append: incarnation not an integer", lua.Append, appendKeys, with(goodAppend(), 1, "x")},
-		{"append: temp TTL not an integer", lua.Append, appendKeys, append(with(goodAppend(), 7, "1h")[:20], "1", "temp:t", "2", "0")},
+		{"append: temp TTL not an integer", lua.Append, appendKeys, append(with(goodAppend(), 7, "1h")[:20], "1", "temp:t", "2", "0", "0", "0")},
 		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 3, "253402214400000000")},
 		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 3, "1.5")},
 		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 3, "2.534022144e+17")},
@@ -323,16 +324,21 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"append: app order not an integer", lua.Append, appendKeys, with(with(goodAppend(), 12, `{"a":1}`), 13, "x")},
 		{"append: app order missing", lua.Append, appendKeys, with(goodAppend(), 12, `{"a":1}`)},
 		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), "extra")},
-		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:21], "1", "f.txt", "v2")},
+		{"append: state cap not an integer", lua.Append, appendKeys, with(goodAppend(), 22, "1.5")},
+		{"append: state caps missing", lua.Append, appendKeys, goodAppend()[:22]},
+		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:21], "1", "f.txt", "v2", "0", "0")},
 		{"create: create time beyond 2^53", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1e300", "0", "app", "u", "new", "u:new", "", "token", "", "0", "0"}},
+			[]any{"1e300", "0", "app", "u", "new", "u:new", "", "token", "", "0", "0", "0", "0"}},
 		{"create: app order not an integer", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1000", "0", "app", "u", "new", "u:new", `{"a":1}`, "token", "0", "0", "0"}},
+			[]any{"1000", "0", "app", "u", "new", "u:new", `{"a":1}`, "token", "0", "0", "0", "0", "0"}},
 		{"create: pairs beyond the arguments", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "", "5", "k", "1", "0"}},
+		{"create: state cap negative", lua.Create,
+			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
+			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "", "0", "0", "-1", "0"}},
 		{"hydrate: seqs not ending at the revision", lua.Hydrate, hydrateKeys,
 			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", ""}},
 		{"hydrate: read guard arguments missing", lua.Hydrate, hydrateKeys,
@@ -353,7 +359,9 @@ func testBadScriptArguments(t *testing.T, url string) {
 			[]any{"id", "1000", "1000", "0", "1.5", "", "1", "k", "1"}},
 		{"app_apply: unknown mode", lua.AppApply, sessKeys(a.State, a.Applied, a.Order),
 			[]any{"id", "1000", "1000", "0", "5", "x", "1", "k", "1"}},
-		{"app_order: database flag neither 1 nor 0", lua.AppOrder, sessKeys(a.State, a.Order), []any{"yes"}},
+		{"app_order: database flag neither 1 nor 0", lua.AppOrder, sessKeys(a.State, a.Order), []any{"yes", "0", "0"}},
+		{"app_order: value size not an integer", lua.AppOrder, sessKeys(a.State, a.Order), []any{"0", "0", "1", "k", "1.5"}},
+		{"app_order: pairs beyond the arguments", lua.AppOrder, sessKeys(a.State, a.Order), []any{"0", "100", "3", "k", "1"}},
 		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "0", "app", "u", "s", "r", "1", "4", "k", "1"}},
 		{"flushed: TTL not an integer", lua.Flushed, flushedKeys,

@@ -41,13 +41,14 @@ func (l *Loader) Run(ctx context.Context, app, user, sid string, op func() error
 }
 
 // AppOrder takes the order number of an app-state change (the first step
-// of a write with app: keys), putting the app's state back from the
+// of a write with app: keys; pairs are checked against the cap of the app's
+// state, see cache.Store.AppOrder), putting the app's state back from the
 // database first when Redis lost it: when the database cannot answer, the
 // write fails before anything is written.
-func (l *Loader) AppOrder(ctx context.Context, app string) (int64, error) {
+func (l *Loader) AppOrder(ctx context.Context, app string, pairs []cache.Pair) (int64, error) {
 	var n int64
 	err := l.Run(ctx, app, "", "", func() (err error) {
-		n, err = l.cache.AppOrder(ctx, app)
+		n, err = l.cache.AppOrder(ctx, app, pairs)
 		return err
 	})
 	return n, err

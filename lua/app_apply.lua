@@ -45,13 +45,21 @@ if ARGV[4] == '1' and redis.call('EXISTS', state) == 0 then
   return -4
 end
 
+-- set writes pairs into the app's state with its new total (m:sz, lib.lua). It never refuses: app_order.lua
+-- checked the cap before the session's step stored the event this completes.
+local function set(pairs)
+  local sz = state_total(state) + state_grow(pairs, value_lens(state, pairs))
+  pairs[#pairs + 1], pairs[#pairs + 2] = 'm:sz', int(sz)
+  chunked('HSET', state, pairs)
+end
+
 local function done()
   redis.call('ZADD', applied, int(now), ARGV[1])
   redis.call('ZREMRANGEBYSCORE', applied, '-inf', '(' .. int(now - keep))
 end
 
 if n == '' then
-  chunked('HSET', state, fields)
+  set(fields)
 else
   local floor = tonumber(redis.call('HGET', order, 'm:floor'))
   if floor == nil or n <= floor then
@@ -80,7 +88,7 @@ else
     done()
     return 1
   end
-  chunked('HSET', state, sets)
+  set(sets)
   chunked('HSET', order, marks)
 end
 redis.call('HINCRBY', state, 'm:rev', 1)

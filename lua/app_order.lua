@@ -8,16 +8,37 @@
 -- KEYS[1] -> app state hash   <ns>adk:{a:<app>}:a
 -- KEYS[2] -> app order hash   <ns>adk:{a:<app>}:ao
 -- ARGV[1] -> "1" when a database backs Redis (a missing app hash means evicted or flushed away)
+-- ARGV[2] -> cap of the app's state total in bytes (lib.lua; 0: none)
+-- ARGV[3] -> number of pairs P, then P pairs (key without "app:", byte length of its new JSON value): the
+--            change's keys, checked against the cap (none for a change whose session step is stored already)
 -- Returns the order number (> 0), or -4 when the app state is not cached (load it, then retry: the write then
--- fails as a whole, with nothing written, when the database cannot answer).
+-- fails as a whole, with nothing written, when the database cannot answer), or {-14, bytes} when the app's
+-- state would pass its cap (nothing written).
 -- Bad arguments are an error reply, with nothing written.
 local state, order = KEYS[1], KEYS[2]
-if #ARGV ~= 1 or (ARGV[1] ~= '1' and ARGV[1] ~= '0') then
-  fail('app_order: ARGV must be "1" or "0"')
+if ARGV[1] ~= '1' and ARGV[1] ~= '0' then
+  fail('app_order: ARGV[1] must be "1" or "0"')
+end
+local cap = argv_int(2, 0, MAX_INT)
+local sizes, count, i = argv_pairs(3, 's:')
+if i - 1 ~= #ARGV then
+  fail('app_order: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+end
+for j = 1, count do
+  sizes[2 * j] = argv_int(3 + 2 * j, 1, MAX_INT)
 end
 
 if ARGV[1] == '1' and redis.call('EXISTS', state) == 0 then
   return -4
+end
+-- The app's state total (lib.lua) with the change's keys, within its cap. Checked here, the write's first
+-- step: app_apply.lua comes after the session's step has stored the event, and must not refuse. Two writers
+-- of one app may both pass before either applies: the total can pass the cap by what such writers add.
+if count > 0 then
+  local after, over = state_write(state, sizes, cap, nil, true)
+  if over then
+    return {-14, after}
+  end
 end
 -- Numbers follow Redis's clock in µs: each is the clock, or the last number + 1 when the clock has not moved
 -- past it (a million changes a second to one app would be needed). So a number is never below one taken

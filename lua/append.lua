@@ -33,6 +33,8 @@
 -- ARGV[17] -> number of session pairs S, then S pairs (key, JSON value)
 -- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key),
 -- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files)
+-- then the caps of the session's and the user's state totals in bytes (lib.lua; 0: none), each read only
+-- when the event sets keys of that scope
 -- Returns {0, seq, ts, incarnation} appended;
 --         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...),
 --           incarnation} appended by a handle that was behind, in concurrent mode;
@@ -40,6 +42,7 @@
 --           written): the caller compares it with the event it sent; flushed = 1 when the database has it
 --           too ({-8, incarnation} alone: that event is no longer cached, read it from the database);
 --         {-9} see ARGV[16] (nothing written);
+--         {-12, bytes} the session's state would pass its cap, {-13, bytes} the user's (nothing written);
 --         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
 --         {-4} user state not cached, {-5} cache incomplete (evicted keys, or event ids not matching the
 --           events): load, then retry.
@@ -67,10 +70,11 @@ local tvals, t
 tvals, t, i = argv_pairs(i, '')
 local avals, a
 avals, a, i = argv_pairs(i, 'a:')
-if i - 1 ~= #ARGV then
-  fail('append: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+if i + 1 ~= #ARGV then
+  fail('append: ' .. #ARGV .. ' arguments, ' .. (i + 1) .. ' expected')
 end
 local ttl = t > 0 and argv_int(8, 1, MAX_INT)
+local scap, ucap = s > 0 and argv_int(i, 0, MAX_INT), u > 0 and argv_int(i + 1, 0, MAX_INT)
 for n = 2, #avals, 2 do
   local v = tonumber(avals[n])
   if v == nil or v % 1 ~= 0 then
@@ -151,6 +155,24 @@ end
 if (behind and bound == '') or (at and ut ~= at) then
   return {-3, rev}
 end
+-- State totals (lib.lua): the session's and the user's with this event's keys, within their caps.
+local ssz, usz, over
+if scap then
+  local olds = {}
+  for j = 1, s do
+    olds[j] = meta[7 + j] and #meta[7 + j] or 0
+  end
+  ssz, over = state_write(sess, svals, scap, olds)
+  if over then
+    return {-12, ssz}
+  end
+end
+if ucap then
+  usz, over = state_write(user, uvals, ucap)
+  if over then
+    return {-13, usz}
+  end
+end
 
 local ts = ts0
 if rev > 0 and ts <= ut then
@@ -181,6 +203,9 @@ if covered ~= (meta[7] == '1') then
 end
 for j = 1, #svals do
   fields[#fields + 1] = svals[j]
+end
+if ssz then
+  fields[#fields + 1], fields[#fields + 2] = 'm:sz', int(ssz)
 end
 chunked('HSET', sess, fields)
 
@@ -227,6 +252,7 @@ end
 
 if u > 0 then
   uvals[#uvals + 1], uvals[#uvals + 2] = 'm:rev', int((uh[1] or 0) + 1)
+  uvals[#uvals + 1], uvals[#uvals + 2] = 'm:sz', int(usz)
   chunked('HSET', user, uvals)
 end
 if t > 0 then

@@ -22,9 +22,11 @@
 -- ARGV[9] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
 -- ARGV[10] -> number of session-state pairs S, then S pairs (key, JSON value)
 -- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
+-- then the caps of the session's and the user's state totals in bytes (lib.lua; 0: none)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
 --         again), {-10} the id exists (in Redis, or in the database as the complete user index says), {-4} the
---         user's state is not cached or the user's session index is not complete (load them, then retry).
+--         user's state is not cached or the user's session index is not complete (load them, then retry),
+--         {-12, bytes} the session's state would pass its cap, {-13, bytes} the user's (nothing written).
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local undo, ids = KEYS[8], KEYS[9]
@@ -38,9 +40,10 @@ end
 local svals, s, i = argv_pairs(10, 's:')
 local uvals, u
 uvals, u, i = argv_pairs(i, 's:')
-if i - 1 ~= #ARGV then
-  fail('create: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
+if i + 1 ~= #ARGV then
+  fail('create: ' .. #ARGV .. ' arguments, ' .. (i + 1) .. ' expected')
 end
+local scap, ucap = argv_int(i, 0, MAX_INT), argv_int(i + 1, 0, MAX_INT)
 
 if redis.call('EXISTS', sess) == 1 then
   local meta = redis.call('HMGET', sess, 'm:del', 'm:cid')
@@ -66,11 +69,24 @@ if durable then
   end
 end
 
+-- State totals (lib.lua): the new session's, and the user's with the initial user: keys, within their caps.
+local ssz = state_grow(svals)
+if state_over(0, ssz, scap) then
+  return {-12, ssz}
+end
+local usz, over
+if u > 0 then
+  usz, over = state_write(user, uvals, ucap)
+  if over then
+    return {-13, usz}
+  end
+end
+
 -- A tombstone (a delete not yet flushed) is replaced by the new incarnation.
 redis.call('DEL', sess, events, temp, undo, ids)
 
 redis.call('HSET', sess, 'm:inc', ct, 'm:ct', ct, 'm:ut', ct, 'm:rev', 0, 'm:first', 1, 'm:cnt', 0, 'm:fl', 0,
-  'm:undo', 1, 'm:cid', ARGV[8])
+  'm:undo', 1, 'm:cid', ARGV[8], 'm:sz', int(ssz))
 chunked('HSET', sess, svals)
 
 -- Rewind bookkeeping starts with the first event; the create-time state is what rewinding before it restores.
@@ -82,6 +98,7 @@ redis.call('HSET', undo, 'm:from', 1, 'c', '{' .. table.concat(c, ',') .. '}')
 
 redis.call('HSETNX', user, 'm:rev', 0)
 if u > 0 then
+  uvals[#uvals + 1], uvals[#uvals + 2] = 'm:sz', int(usz)
   chunked('HSET', user, uvals)
   redis.call('HINCRBY', user, 'm:rev', 1)
 end

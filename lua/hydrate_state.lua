@@ -8,6 +8,7 @@
 -- ARGV[3] -> number of pairs P, then P pairs (key without prefix, JSON value)
 -- then, with KEYS[2], the user's field in the read guards hash and the guard read before the database
 -- ("<counter>@<epoch>", guard_moved). App state has no guard: it never expires.
+-- The state's total (m:sz, lib.lua) is counted anew: what the database holds is put back, whatever its size.
 -- Returns 1 hydrated, 0 when Redis already holds the state, -11 when the guard moved (the flusher changed the
 -- state in the database, and Redis may have let go of it, since the read began: read it again), with nothing
 -- written.
@@ -31,7 +32,7 @@ end
 if guarded and guard_moved(KEYS[2], ARGV[i], ARGV[i + 1]) then
   return -11
 end
-redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev)
+redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev, 'm:sz', int(state_grow(fields)))
 chunked('HSET', state, fields)
 if ttl ~= '' then
   redis.call('PEXPIRE', state, ttl)

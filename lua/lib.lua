@@ -140,3 +140,63 @@ local function undo_read(rec)
   end
   return r
 end
+
+-- State totals (docs/design.md, "State totals"): m:sz of a session, user or app hash is the bytes of its
+-- state, each key (without its scope's prefix) plus its JSON value. The scripts that write state keep it in
+-- step; the ones that take new state refuse, before their first write, a write that would grow a total past
+-- its cap (Config.MaxSessionStateBytes, MaxUserStateBytes, MaxAppStateBytes).
+
+-- state_total returns a state hash's total: m:sz, or counted from its fields when it has none (a hash
+-- hydrate.lua put back, or one written before totals were kept; the next write that changes it stores it).
+local function state_total(hash)
+  local stored = redis.call('HGET', hash, 'm:sz')
+  if stored then
+    return stored + 0
+  end
+  local h, n = redis.call('HGETALL', hash), 0
+  for j = 1, #h, 2 do
+    if string.sub(h[j], 1, 2) == 's:' then
+      n = n + #h[j] - 2 + #h[j + 1]
+    end
+  end
+  return n
+end
+
+-- value_lens returns the byte lengths of a hash's values of the fields of pairs (field, value, ...): 0 for a
+-- field it lacks (a JSON value is never empty).
+local function value_lens(hash, pairs)
+  local out = {}
+  for j = 1, #pairs, 2 do
+    out[#out + 1] = redis.call('HSTRLEN', hash, pairs[j])
+  end
+  return out
+end
+
+-- state_grow returns what writing pairs (field "s:<key>", JSON value, ...; sized: the value's byte length
+-- instead) over values of olds[j] bytes (0: a key the state lacks; olds nil: into an empty state) adds to a
+-- total (negative: it shrinks).
+local function state_grow(pairs, olds, sized)
+  local d = 0
+  for j = 1, #pairs / 2 do
+    local o, v = olds and olds[j] or 0, pairs[2 * j]
+    d = d + (sized and v or #v) - o
+    if o == 0 then
+      d = d + #pairs[2 * j - 1] - 2
+    end
+  end
+  return d
+end
+
+-- state_over tells whether a write that takes a total from before to after passes cap (0: no cap). A write
+-- that does not grow a state is never refused: a state above a cap lowered since can shrink.
+local function state_over(before, after, cap)
+  return cap > 0 and after > cap and after > before
+end
+
+-- state_write returns a state hash's total once pairs are written over its values (of olds[j] bytes; nil:
+-- read with value_lens), and whether that passes cap (state_over). sized as for state_grow.
+local function state_write(hash, pairs, cap, olds, sized)
+  local before = state_total(hash)
+  local after = before + state_grow(pairs, olds or value_lens(hash, pairs), sized)
+  return after, state_over(before, after, cap)
+end

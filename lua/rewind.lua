@@ -258,9 +258,18 @@ end
 if covered ~= (meta[8] == '1') then
   redis.call('HDEL', sess, 'm:undo')
 end
+local set = {}
 for j = 1, #skeys do
-  fields[#fields + 1] = 's:' .. skeys[j]
-  fields[#fields + 1] = svals[j]
+  set[2 * j - 1], set[2 * j] = 's:' .. skeys[j], svals[j]
+end
+-- The session's state total (m:sz, lib.lua), kept when the hash has one. A rewind is never refused: it puts
+-- back values the state held (within the cap then), and null for the keys set since.
+local sz = #skeys > 0 and redis.call('HGET', sess, 'm:sz')
+if sz then
+  fields[#fields + 1], fields[#fields + 2] = 'm:sz', int(sz + state_grow(set, value_lens(sess, set)))
+end
+for j = 1, #set do
+  fields[#fields + 1] = set[j]
 end
 chunked('HSET', sess, fields)
 

@@ -140,6 +140,9 @@ func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, err
 func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, ev *Event) (*cache.AppendResult, error) {
 	a := p.args
 	if err := s.takeAppOrder(ctx, a.App, &a.Delta); err != nil {
+		if errors.Is(err, ErrInvalidArgument) {
+			return nil, err // a state cap: the error names the app
+		}
 		return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 	}
 	res, err := s.appendScript(ctx, a)
@@ -162,7 +165,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 		}
 		return nil, nil
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidArgument):
 		return nil, err
 	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
 		return nil, sessionError(ErrNotFound, a.App, a.User, a.SID)
@@ -343,12 +346,14 @@ func storageValue(e *Event) (any, error) {
 
 // takeAppOrder takes the order number of d's app: part (the first step of
 // a write with app: keys; nothing to do without), putting the app state
-// back from the database first when Redis lost it.
+// back from the database first when Redis lost it. A write that would grow
+// the app's state past Config.MaxAppStateBytes is refused here, before the
+// session's step stores anything (a *cache.StateCapError).
 func (s *Service) takeAppOrder(ctx context.Context, app string, d *cache.StateDelta) error {
 	if len(d.App) == 0 {
 		return nil
 	}
-	n, err := s.loader.AppOrder(ctx, app)
+	n, err := s.loader.AppOrder(ctx, app, d.App)
 	d.AppOrder = n
 	return err
 }
@@ -368,7 +373,8 @@ func (s *Service) applyApp(ctx context.Context, app, id string, d *cache.StateDe
 	return untilDone(ctx, func() error {
 		err := s.loader.ApplyApp(ctx, app, c)
 		if errors.Is(err, cache.ErrAppOrderLost) {
-			if c.Order, err = s.loader.AppOrder(ctx, app); err == nil {
+			// The session's part is stored: no cap check (nil pairs).
+			if c.Order, err = s.loader.AppOrder(ctx, app, nil); err == nil {
 				err = s.loader.ApplyApp(ctx, app, c)
 			}
 		}

@@ -66,6 +66,25 @@ type Config struct {
 	// event JSON plus its temp: keys and values, Create's state keys and
 	// values (default 2 × MaxEventBytes, 2 MiB).
 	MaxWriteBytes int
+	// MaxAppStateBytes, MaxUserStateBytes and MaxSessionStateBytes cap the
+	// whole state of an app, of a user (in one app) and of a session: its
+	// keys (without the app: or user: prefix) and JSON values, summed. A
+	// Create or AppendEvent that would grow a state past its cap is
+	// refused with ErrInvalidArgument naming the scope, and writes nothing;
+	// a write that does not grow it (overwriting a value with a smaller one)
+	// always goes through. Every Get of a session carries its app's and its
+	// user's state: these caps keep one user's valid writes from making
+	// the reads of every other session of the app carry megabytes. Defaults:
+	// 2 × MaxEventBytes (2 MiB) for app and user state, 4 × MaxEventBytes
+	// (4 MiB) for a session's, so the largest value an event can carry
+	// fits with room. temp: state is not counted (it ends with its
+	// invocation). The app cap is checked before the write's first step;
+	// two writers of one app racing can pass it by their own changes (see
+	// docs/design.md, "State totals"). Rewinds and state read back from the
+	// database are never refused.
+	MaxAppStateBytes     int
+	MaxUserStateBytes    int
+	MaxSessionStateBytes int
 	// FlushBatchSize is the number of change-log entries the flusher writes
 	// per transaction (default 500).
 	FlushBatchSize int
@@ -141,6 +160,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxWriteBytes <= 0 {
 		c.MaxWriteBytes = 2 * c.MaxEventBytes
+	}
+	if c.MaxAppStateBytes <= 0 {
+		c.MaxAppStateBytes = 2 * c.MaxEventBytes
+	}
+	if c.MaxUserStateBytes <= 0 {
+		c.MaxUserStateBytes = 2 * c.MaxEventBytes
+	}
+	if c.MaxSessionStateBytes <= 0 {
+		c.MaxSessionStateBytes = 4 * c.MaxEventBytes
 	}
 	if c.FlushBatchSize <= 0 {
 		c.FlushBatchSize = 500

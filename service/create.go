@@ -54,6 +54,9 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	}
 	now := time.Now().Truncate(time.Microsecond)
 	if err := s.takeAppOrder(ctx, req.AppName, &delta); err != nil {
+		if errors.Is(err, ErrInvalidArgument) {
+			return nil, err // a state cap: the error names the app
+		}
 		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
 	}
 	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Token: uuid.NewString(), Delta: delta}
@@ -61,6 +64,8 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	switch {
 	case errors.Is(err, ErrAlreadyExists):
 		return nil, sessionError(ErrAlreadyExists, req.AppName, req.UserID, sid)
+	case errors.Is(err, ErrInvalidArgument):
+		return nil, err // a state cap: the error names the scope
 	case err != nil:
 		return nil, fmt.Errorf("create session %s: %w", sid, err)
 	}

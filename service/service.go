@@ -84,7 +84,8 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(fmt.Errorf("open database: %w", err))
 	}
 	s.cache = cache.NewStore(s.rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL,
-		WaitReplicas: cfg.WaitReplicas, WaitTimeout: cfg.WaitTimeout})
+		WaitReplicas: cfg.WaitReplicas, WaitTimeout: cfg.WaitTimeout, Caps: cache.StateCaps{
+			Session: int64(cfg.MaxSessionStateBytes), User: int64(cfg.MaxUserStateBytes), App: int64(cfg.MaxAppStateBytes)}})
 	if err := s.cache.LoadScripts(ctx); err != nil {
 		return fail(err)
 	}

@@ -152,6 +152,7 @@ func TestValidateEventLimits(t *testing.T) {
 	s := testService(t, nil)
 	require.Equal(t, 1000, s.cfg.MaxDeltaKeys)
 	require.Equal(t, 2<<20, s.cfg.MaxWriteBytes)
+	require.Equal(t, [3]int{2 << 20, 2 << 20, 4 << 20}, [3]int{s.cfg.MaxAppStateBytes, s.cfg.MaxUserStateBytes, s.cfg.MaxSessionStateBytes})
 
 	keys := func(n int, prefix string) map[string]any {
 		d := map[string]any{}

@@ -49,6 +49,7 @@ type serveFlags struct {
 	concurrentAppends bool
 	noFlusher         bool
 	maxEventBytes     int
+	stateCaps         [3]int // Config.MaxAppStateBytes, MaxUserStateBytes, MaxSessionStateBytes
 	http              httpFlags
 	drainTimeout      time.Duration
 	retention         retentionFlags
@@ -69,6 +70,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.concurrentAppends, "concurrent-appends", false, "let appends through an out-of-date handle apply (Config.ConcurrentAppends) instead of answering 409")
 	fs.BoolVar(&f.noFlusher, "no-flusher", false, "run no flusher in this process (`adksession flush` workers drain the change log)")
 	fs.IntVar(&f.maxEventBytes, "max-event-bytes", 0, "largest event JSON accepted (Config.MaxEventBytes; 0: its default, 1 MiB); request bodies may be 64 KiB more")
+	fs.IntVar(&f.stateCaps[0], "max-app-state-bytes", 0, "largest state of an app, its keys and JSON values summed (Config.MaxAppStateBytes; 0: its default, 2 × the event limit)")
+	fs.IntVar(&f.stateCaps[1], "max-user-state-bytes", 0, "largest state of a user in an app (Config.MaxUserStateBytes; 0: its default, 2 × the event limit)")
+	fs.IntVar(&f.stateCaps[2], "max-session-state-bytes", 0, "largest state of a session (Config.MaxSessionStateBytes; 0: its default, 4 × the event limit)")
 	f.http.register(fs)
 	registerDrainTimeout(fs, &f.drainTimeout, "budget of the write-behind's drain on SIGTERM, from when HTTP has stopped")
 	f.retention.register(fs)
@@ -168,6 +172,7 @@ func startServer(ctx context.Context, f serveFlags, stdout io.Writer) (*server, 
 
 	cfg := f.store.config()
 	cfg.ConcurrentAppends, cfg.DisableFlusher, cfg.MaxEventBytes = f.concurrentAppends, f.noFlusher, f.maxEventBytes
+	cfg.MaxAppStateBytes, cfg.MaxUserStateBytes, cfg.MaxSessionStateBytes = f.stateCaps[0], f.stateCaps[1], f.stateCaps[2]
 	f.retention.apply(&cfg)
 	// The in-process Redis never evicts and has no CONFIG to ask.
 	cfg.AllowAllKeysEviction = cfg.AllowAllKeysEviction || s.embedded != nil

@@ -275,3 +275,43 @@ func TestDrainTimeoutFlags(t *testing.T) {
 	}
 	require.ErrorContains(t, checkDrainTimeout(0), "--drain-timeout must be positive")
 }
+
+// TestServeStateCaps: the --max-*-state-bytes flags set the caps of the
+// state totals, and the embedded Redis runs their checks: a create or an
+// append that would pass one is a 400 naming the scope and the Config
+// field, and leaves the state as it was.
+func TestServeStateCaps(t *testing.T) {
+	t.Parallel()
+	f := embeddedFlags(t.TempDir())
+	f.stateCaps = [3]int{100, 100, 100}
+	srv, err := startServer(context.Background(), f, io.Discard)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.shutdown() })
+	big := strings.Repeat("x", 100)
+	sess := srv.url + "/apps/shop/users/alice/sessions/s1"
+	code, body := call(t, "POST", sess, `{"color":"`+big+`"}`)
+	require.Equal(t, http.StatusBadRequest, code, "%s", body)
+	require.Contains(t, string(body), "state of session s1 of app shop, user alice")
+	require.Contains(t, string(body), "limit 100 (Config.MaxSessionStateBytes)")
+	code, body = call(t, "POST", sess, `{"color":"teal"}`)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	for _, c := range []struct{ key, scope, field string }{
+		{"n", "session s1 of app shop, user alice", "MaxSessionStateBytes"},
+		{"user:n", "user alice of app shop", "MaxUserStateBytes"},
+		{"app:n", "app shop", "MaxAppStateBytes"},
+	} {
+		code, body = call(t, "POST", sess+"/events", `{"author":"user","invocationId":"i1","actions":{"stateDelta":{"`+c.key+`":"`+big+`"}}}`)
+		require.Equal(t, http.StatusBadRequest, code, "%s", body)
+		require.Contains(t, string(body), "state of "+c.scope, c.key)
+		require.Contains(t, string(body), "(Config."+c.field+")", c.key)
+		code, body = call(t, "POST", sess+"/events", `{"author":"user","invocationId":"i1","actions":{"stateDelta":{"`+c.key+`":1}}}`)
+		require.Equal(t, http.StatusOK, code, "%s", body)
+	}
+	code, body = call(t, "GET", sess, "")
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var got struct {
+		State map[string]any `json:"state"`
+	}
+	require.NoError(t, json.Unmarshal(body, &got))
+	require.Equal(t, map[string]any{"color": "teal", "n": float64(1), "user:n": float64(1), "app:n": float64(1)}, got.State)
+}
