@@ -23,8 +23,15 @@ type Change struct {
 	AppDelta       []Pair // the app: part of the delta (keys without "app:"), nil when none
 	AppOrder       int64  // its order number (Store.AppOrder); 0 when logged without one
 	EventID        string // appends with an app delta: the event id
-	Fields         map[string]any
+	// Held: a dead letter's entry retried whose session row was refused
+	// with its events (StoredDeadLetter.Holds): written now, it releases
+	// one of the session's holds (Flushed.Hold).
+	Held   bool
+	Fields map[string]any
 }
+
+// heldField marks a retried entry that holds its session (Change.Held).
+const heldField = "h"
 
 // parseChange reads a stream entry; an entry it cannot read (a field
 // missing, a number that is not an integer) is returned with an error so
@@ -39,6 +46,7 @@ func parseChange(m redis.XMessage) (Change, error) {
 	c.Kind = k[0]
 	c.App, c.User, c.SID = str("a"), str("u"), str("i")
 	c.EventID = str("e")
+	c.Held = str(heldField) == "1"
 	if c.App == "" || c.User == "" || c.SID == "" {
 		return c, fmt.Errorf("change %s: missing session identity", m.ID)
 	}

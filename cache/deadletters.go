@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"maps"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,10 @@ type StoredDeadLetter struct {
 	Unit   string            // what was refused: DeadEntry, DeadEvent, DeadSession, ...
 	Reason string
 	Time   string // when it was dead-lettered (RFC 3339)
+	// Holds: a session unit whose events were not written; it counts in
+	// the session's m:hold (its keys get no TTL while such letters are
+	// outstanding: Redis alone holds their events).
+	Holds bool
 }
 
 // ShardDeadLetters are a shard's dead letters: how many, and the oldest.
@@ -82,12 +87,16 @@ func parseDeadLetter(shard int, entry string) StoredDeadLetter {
 		Unit   string         `json:"unit"`
 		Reason string         `json:"reason"`
 		Time   string         `json:"time"`
+		// EventsWritten is set on session units (false: the events wait
+		// in Redis for the retry).
+		EventsWritten *bool `json:"events_written"`
 	}
 	if err := json.Unmarshal([]byte(entry), &v); err != nil {
 		d.Reason = "unreadable dead letter: " + err.Error()
 		return d
 	}
 	d.ID, d.Unit, d.Reason, d.Time = v.ID, v.Unit, v.Reason, v.Time
+	d.Holds = v.Unit == DeadSession && v.EventsWritten != nil && !*v.EventsWritten
 	if len(v.Fields) > 0 {
 		d.Fields = make(map[string]string, len(v.Fields))
 		for k, f := range v.Fields {
@@ -111,30 +120,44 @@ func (s *Store) RetryDeadLetter(ctx context.Context, shard int, entry string) er
 	if len(d.Fields) == 0 || len(d.Fields) > maxDeadLetterFields {
 		return fmt.Errorf("%w: dead letter cannot be retried: it holds %d change-log fields (want 1 to %d)", ErrInvalidArgument, len(d.Fields), maxDeadLetterFields)
 	}
-	names := make([]string, 0, len(d.Fields))
-	for k := range d.Fields {
+	fields := maps.Clone(d.Fields)
+	if d.Holds {
+		fields[heldField] = "1" // its flush releases the session's hold
+	}
+	names := make([]string, 0, len(fields))
+	for k := range fields {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	args := []any{"retry", entry, len(names)}
+	args := []any{"retry", entry, 0, len(names)}
 	for _, k := range names {
-		args = append(args, k, d.Fields[k])
+		args = append(args, k, fields[k])
 	}
-	return s.deadLetterAction(ctx, shard, args)
+	return s.deadLetterAction(ctx, shard, d, args)
 }
 
 // DropDeadLetter removes a dead letter from its shard's list (ErrNotFound
-// when the list does not hold it).
+// when the list does not hold it). A letter that held its session's keys
+// (StoredDeadLetter.Holds) releases them.
 func (s *Store) DropDeadLetter(ctx context.Context, shard int, entry string) error {
-	return s.deadLetterAction(ctx, shard, []any{"drop", entry, 0})
+	d := parseDeadLetter(shard, entry)
+	release := 0
+	if d.Holds {
+		release = 1
+	}
+	return s.deadLetterAction(ctx, shard, d, []any{"drop", entry, release, 0})
 }
 
-func (s *Store) deadLetterAction(ctx context.Context, shard int, args []any) error {
+func (s *Store) deadLetterAction(ctx context.Context, shard int, d StoredDeadLetter, args []any) error {
 	if shard < 0 || shard >= s.keys.Shards() {
 		return fmt.Errorf("%w: dead letter in shard %d of %d", ErrNotFound, shard, s.keys.Shards())
 	}
 	k := s.keys.ShardKeys(shard)
-	n, err := s.write(ctx, deadLetterScript, []string{k.Dead, k.Log}, args...).Int64()
+	held := k.Dead // a key of the slot when the letter holds no session
+	if d.Holds {
+		held = s.keys.Session(d.Fields["a"], d.Fields["u"], d.Fields["i"]).Session
+	}
+	n, err := s.write(ctx, deadLetterScript, []string{k.Dead, k.Log, held}, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("%s dead letter of shard %d: %w", args[0], shard, err)
 	}

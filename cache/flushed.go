@@ -28,6 +28,12 @@ type Flushed struct {
 	// flushed, and a user hash still holding unflushed writes is marked
 	// m:rb so that the next flushes rebase it too.
 	Rebased, UserRebased bool
+	// Hold changes the count of the session's dead letters whose events
+	// the database lacks (m:hold): + for entries dead-lettered with the
+	// session's row refused and its events not written, - for such entries
+	// retried and written. While it is above 0 the session's keys get no
+	// TTL and its events are not trimmed: Redis alone holds those events.
+	Hold int
 }
 
 // MarkFlushed records flushed sessions (one pipeline of flushed.lua calls):
@@ -64,7 +70,7 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
 				s.keys.ShardKeys(k.Shard).Guards},
 				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID),
-				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased)
+				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased, d.Hold)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err
@@ -125,10 +131,10 @@ func (s *Store) Ack(ctx context.Context, shard int, ids []string, dead []DeadLet
 	}
 	k := s.keys.ShardKeys(shard)
 	now := time.Now()
-	args := make([]any, 0, 1+len(dead)+len(ids))
+	args := make([]any, 0, 1+2*len(dead)+len(ids))
 	args = append(args, len(dead))
 	for _, d := range dead {
-		args = append(args, d.record(now))
+		args = append(args, d.Change.ID, d.record(now))
 	}
 	for _, id := range ids {
 		args = append(args, id)

@@ -33,9 +33,9 @@ type KeySpec struct {
 
 // Layout is every kind of key, as documented in docs/redis-keys.md.
 var Layout = []KeySpec{
-	{"<ns>adk:{<shard>}:s:<app>:<user>:<sid>", "hash", "none while unflushed; CacheTTL once flushed and idle",
-		"create.lua, append.lua, delete.lua (tombstone), end_invocation.lua, flusher; prune_fence.lua (a prune's fence: a tombstone with a TTL of 2 min, m:prune, m:us), prune_unfence.lua",
-		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del m:cid m:sz, s:<key> = session state (JSON)"},
+	{"<ns>adk:{<shard>}:s:<app>:<user>:<sid>", "hash", "none while unflushed (or while m:hold > 0); CacheTTL once flushed and idle; deleted once flushed when the flusher rebased it onto the database",
+		"create.lua, append.lua, delete.lua (tombstone), end_invocation.lua, flusher (m:fl, m:hold); dead_letter.lua (m:hold); prune_fence.lua (a prune's fence: a tombstone with a TTL of 2 min, m:prune, m:us), prune_unfence.lua",
+		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del m:cid m:sz, s:<key> = session state (JSON); flusher: m:hold = dead letters whose events only Redis holds"},
 	{"<ns>adk:{<shard>}:e:<app>:<user>:<sid>", "zset", "as the session hash",
 		"append.lua; flusher trims to MaxCachedEvents", "get.lua: score = timestamp µs, member = \"<seq>:<event JSON, API form>\""},
 	{"<ns>adk:{<shard>}:t:<app>:<user>:<sid>", "hash", "TempTTL (default 1h)",
@@ -47,8 +47,8 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:i:<app>:<user>:<sid>", "zset", "as the session hash",
 		"create.lua and delete.lua (remove it), append.lua, hydrate.lua; flusher trims it with the events; prune_fence.lua deletes it",
 		"append.lua: member = event id, score = its seq; holds exactly the ids of the cached events (a retried event id is answered with the stored event)"},
-	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed (or while its revision is dead-lettered); CacheTTL once flushed and idle",
-		"create.lua, append.lua (user: keys); hydrate_state.lua; flusher (m:fl, m:dl); prune_user.lua deletes it", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; create.lua, append.lua: m:sz = the state's total; flusher: m:fl = revision in the database, m:dl = revision dead-lettered"},
+	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed (or while its revision is dead-lettered); CacheTTL once flushed and idle; deleted once flushed when the flusher rebased it onto the database",
+		"create.lua, append.lua (user: keys); hydrate_state.lua; flusher (m:fl, m:dl, m:rb); prune_user.lua deletes it", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; create.lua, append.lua: m:sz = the state's total; flusher: m:fl = revision in the database, m:dl = revision dead-lettered, m:rb = 1: out of step with the database, rebased at every flush until it goes"},
 	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash (flushed.lua gives both CacheTTL together)",
 		"create.lua, append.lua, delete.lua, rewind.lua; hydrate_index.lua rebuilds it from the database and the app index; prune_fence.lua, prune_unfence.lua, prune_user.lua",
 		"List of a user, create.lua (with a database, a complete index that lists the id refuses a create of it): member = session id, score = last update µs; member \"\" (score 0) = the index lists every session of the user (without it, with a database, it is rebuilt)"},

@@ -46,7 +46,7 @@ func TestOpsScriptsRefuseBadInput(t *testing.T) {
 	require.NoError(t, rdb.RPush(ctx, sk.Dead, dead).Err())
 	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: sk.Log, Values: []any{"k", "a"}}).Err())
 	before := snapshot()
-	deadKeys := []string{sk.Dead, sk.Log}
+	deadKeys := []string{sk.Dead, sk.Log, sk.Dead}
 
 	fenceKeys := append([]string{k.Session, k.UserIndex, k.AppIndex}, k.Owned()...)
 	good := []any{10, 1, 2, 60000, "tok", "s", cache.AppIndexMember("u", "s"), "0"}
@@ -68,12 +68,14 @@ func TestOpsScriptsRefuseBadInput(t *testing.T) {
 		{"user empty", lua.PruneUser, []string{k.User, k.UserIndex, k.AppIndex}, []any{""}, "ARGV[1]"},
 		{"user NUL", lua.PruneUser, []string{k.User, k.UserIndex, k.AppIndex}, []any{"u\x00"}, "ARGV[1]"},
 		{"app revision", lua.PruneApp, []string{keys.App("app").State}, []any{"x"}, "ARGV[1]"},
-		{"dead letter action", lua.DeadLetter, deadKeys, []any{"replay", dead, 0}, "ARGV[1]"},
-		{"dead letter empty", lua.DeadLetter, deadKeys, []any{"drop", "", 0}, "ARGV[2]"},
-		{"dead letter retry without fields", lua.DeadLetter, deadKeys, []any{"retry", dead, 0}, "ARGV[3]"},
-		{"dead letter retry, 65 fields", lua.DeadLetter, deadKeys, []any{"retry", dead, 65}, "ARGV[3]"},
-		{"dead letter drop with fields", lua.DeadLetter, deadKeys, []any{"drop", dead, 1, "k", "c"}, "ARGV[3]"},
-		{"dead letter fields missing", lua.DeadLetter, deadKeys, []any{"retry", dead, 2, "k", "c"}, "arguments after"},
+		{"dead letter action", lua.DeadLetter, deadKeys, []any{"replay", dead, 0, 0}, "ARGV[1]"},
+		{"dead letter empty", lua.DeadLetter, deadKeys, []any{"drop", "", 0, 0}, "ARGV[2]"},
+		{"dead letter retry releasing", lua.DeadLetter, deadKeys, []any{"retry", dead, 1, 1, "k", "c"}, "ARGV[3]"},
+		{"dead letter drop, release 2", lua.DeadLetter, deadKeys, []any{"drop", dead, 2, 0}, "ARGV[3]"},
+		{"dead letter retry without fields", lua.DeadLetter, deadKeys, []any{"retry", dead, 0, 0}, "ARGV[4]"},
+		{"dead letter retry, 65 fields", lua.DeadLetter, deadKeys, []any{"retry", dead, 0, 65}, "ARGV[4]"},
+		{"dead letter drop with fields", lua.DeadLetter, deadKeys, []any{"drop", dead, 0, 1, "k", "c"}, "ARGV[4]"},
+		{"dead letter fields missing", lua.DeadLetter, deadKeys, []any{"retry", dead, 0, 2, "k", "c"}, "arguments after"},
 	} {
 		err := redis.NewScript(tc.script).Run(ctx, rdb, tc.keys, tc.argv...).Err()
 		require.Error(t, err, tc.name)

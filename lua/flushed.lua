@@ -29,6 +29,10 @@
 --            are deleted instead of given a TTL once they hold nothing unflushed (the next read puts back
 --            what the database holds), a rebased session's events are not trimmed, and a rebased user hash
 --            that still holds unflushed writes is marked m:rb = 1, so the flusher keeps rebasing it
+-- ARGV[10] -> the change in the session's held dead letters (m:hold, an integer, may be negative): its entries
+--            dead-lettered with its row refused and its events not written (+), and such entries retried and
+--            written now (-). While m:hold > 0 the database lacks some of the session's events, which Redis
+--            alone holds: its keys get no TTL and its events are not trimmed.
 -- Returns the number of events trimmed.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
@@ -40,9 +44,10 @@ if ARGV[3] ~= '' then
   argv_int(3, 0, MAX_INT)
 end
 local ttl, keep = argv_int(4, 1, MAX_INT), argv_int(5, 0, MAX_INT)
-if #ARGV ~= 9 then
-  fail('flushed: ' .. #ARGV .. ' arguments, 9 expected')
+if #ARGV ~= 10 then
+  fail('flushed: ' .. #ARGV .. ' arguments, 10 expected')
 end
+local hold = argv_int(10, -MAX_INT, MAX_INT)
 if ARGV[9] ~= '' and ARGV[9] ~= 's' and ARGV[9] ~= 'u' and ARGV[9] ~= 'su' then
   fail('flushed: ARGV[9]: ' .. ARGV[9] .. ' is not "", "s", "u" or "su"')
 end
@@ -78,7 +83,16 @@ elseif urebased and redis.call('EXISTS', user) == 1 then
   redis.call('HSET', user, 'm:rb', 1)
 end
 
-local meta = redis.call('HMGET', sess, 'm:inc', 'm:del', 'm:fl', 'm:rev', 'm:cnt', 'm:first')
+local meta = redis.call('HMGET', sess, 'm:inc', 'm:del', 'm:fl', 'm:rev', 'm:cnt', 'm:first', 'm:hold')
+local held = tonumber(meta[7] or '0')
+if meta[1] == ARGV[1] and hold ~= 0 then
+  held = math.max(0, held + hold)
+  if held > 0 then
+    redis.call('HSET', sess, 'm:hold', int(held))
+  else
+    redis.call('HDEL', sess, 'm:hold')
+  end
+end
 if meta[1] ~= ARGV[1] or ARGV[2] == '' then
   return 0 -- gone, or re-created since (the newer incarnation has its own entries), or nothing written
 end
@@ -103,6 +117,9 @@ if seq > fl then
   redis.call('HSET', sess, 'm:fl', int(fl))
 end
 
+if held > 0 then
+  return 0 -- the database lacks events of its dead letters: nothing is trimmed, nothing expires
+end
 if srebased then
   -- Its seqs are Redis's, not the database's: nothing is trimmed (a read past the cached tail would number
   -- the database's events otherwise), and the copy goes once it holds nothing unflushed.

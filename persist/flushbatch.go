@@ -292,7 +292,20 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		userRev = r.User.Rev
 		sb.userMark[uk] = len(sb.marks)
 	}
-	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev})
+	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev,
+		Hold: -heldChanges(g.changes)})
+}
+
+// heldChanges counts the retried entries of changes that hold their
+// session (cache.Change.Held): written, each releases one hold.
+func heldChanges(changes []cache.Change) int {
+	n := 0
+	for _, c := range changes {
+		if c.Held {
+			n++
+		}
+	}
+	return n
 }
 
 // rebased records in the marks what the database found out of step with
@@ -341,8 +354,18 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 			if !r.EventsWritten {
 				sb.written[r.Key] = 0
 			}
-			for _, c := range sb.groups[r.Key].changes {
+			changes := sb.groups[r.Key].changes
+			dead := 0
+			for _, c := range changes {
+				if !sb.deadEntry[c.ID] {
+					dead++
+				}
 				sb.deadLetter(c, cache.DeadSession, r.Err.Error(), map[string]any{"events_written": r.EventsWritten})
+			}
+			// Letters whose events were not written hold the session's keys
+			// (no TTL, no trim) until they are retried and written, or dropped.
+			if m := sb.markOf[r.Key]; len(m) > 0 && !r.EventsWritten {
+				sb.marks[m[len(m)-1]].Hold = dead - heldChanges(changes)
 			}
 		case UnitEvent:
 			g := sb.groups[r.Key]
