@@ -1,11 +1,11 @@
 package cache
 
 import (
-	"maps"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/redis/go-redis/v9"
