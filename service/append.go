@@ -251,36 +251,67 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 		return nil
 	}
 	sess.mu.RLock()
-	next := rec.Seq > 0 && sess.rev == rec.Seq-1
-	behind := rec.Seq > 0 && sess.rev < rec.Seq-1
-	lastTs := sess.lastTs
+	rev, lastTs := sess.rev, sess.lastTs
 	sess.mu.RUnlock()
+	seq, snap := rec.Seq, (*cache.Snapshot)(nil)
+	if seq == 0 && rec.Ts > lastTs {
+		// Answered from the database (older than the cached events), its seq
+		// unknown, and not seen by the handle (timestamps increase with seqs):
+		// what the handle has not seen holds the event, with its seq.
+		if snap, err = s.readMissed(ctx, sess, ev, lastTs); err != nil {
+			return err
+		}
+		seq = seqAt(snap.Events, rec.Ts)
+	}
 	switch {
-	case next:
+	case seq > 0 && rev == seq-1:
 		// The handle missed only this event (the reply to the first attempt was lost).
-		return sess.applyAppended(ev, &cache.AppendResult{Seq: rec.Seq, Ts: rec.Ts}, normalized)
-	case behind && s.cfg.ConcurrentAppends:
+		return sess.applyAppended(ev, &cache.AppendResult{Seq: seq, Ts: rec.Ts}, normalized)
+	case seq > 0 && rev < seq-1 && s.cfg.ConcurrentAppends:
 		// The first attempt, whose reply was lost, brought the handle up to
 		// date with what it had missed: do it now.
-		return s.catchUp(ctx, sess, ev, lastTs, normalized)
+		return s.catchUp(ctx, sess, ev, lastTs, snap, normalized)
 	}
 	// The handle has the event already, or is further behind (stale).
 	return nil
 }
 
-// catchUp brings a handle up to date with the stored session, as the
-// answer to a concurrent append does, for an event the session stored
-// already: the events after the handle's last one, and the state. Of the
-// event's own keys only the app: and temp: ones are news (the session and
-// user state read may be newer than the event).
-func (s *Service) catchUp(ctx context.Context, sess *Session, ev *Event, lastTs int64, normalized map[string]any) error {
+// seqAt is the seq of the event stored at ts among evs, 0 when none is.
+func seqAt(evs []cache.EventRecord, ts int64) int64 {
+	for _, e := range evs {
+		if e.Ts == ts {
+			return e.Seq
+		}
+	}
+	return 0
+}
+
+// readMissed reads the session's events after lastTs (the handle's last
+// event; all of them when it has none) and its state, cache first.
+func (s *Service) readMissed(ctx context.Context, sess *Session, ev *Event, lastTs int64) (*cache.Snapshot, error) {
 	after := int64(-1)
 	if lastTs > 0 {
 		after = lastTs + 1
 	}
 	snap, err := s.loader.Get(ctx, cache.GetArgs{App: sess.appName, User: sess.userID, SID: sess.id, After: after})
 	if err != nil {
-		return fmt.Errorf("append event %s to session %s: bring the handle up to date: %w", ev.ID, sess.id, err)
+		return nil, fmt.Errorf("append event %s to session %s: bring the handle up to date: %w", ev.ID, sess.id, err)
+	}
+	return snap, nil
+}
+
+// catchUp brings a handle up to date with the stored session, as the
+// answer to a concurrent append does, for an event the session stored
+// already: the events after the handle's last one, and the state (snap,
+// when readMissed has read them already). Of the event's own keys only the
+// app: and temp: ones are news (the session and user state read may be
+// newer than the event).
+func (s *Service) catchUp(ctx context.Context, sess *Session, ev *Event, lastTs int64, snap *cache.Snapshot, normalized map[string]any) error {
+	if snap == nil {
+		var err error
+		if snap, err = s.readMissed(ctx, sess, ev, lastTs); err != nil {
+			return err
+		}
 	}
 	news := map[string]any{}
 	for k, v := range normalized {

@@ -691,8 +691,9 @@ func (d *driver) serveFault(r *faultReq) {
 		case e.cluster != nil:
 			d.faultBegin()
 			time.Sleep(o.Delay) // into the next operation
-			err = e.failover(o.Pick)
-			d.hist.add("  fault: failover of master %d: %v", o.Pick%3, err)
+			var waited time.Duration
+			waited, err = e.failover(o.Pick)
+			d.hist.add("  fault: failover of master %d (a replica ready after %v): %v", o.Pick%3, waited.Round(time.Millisecond), err)
 			d.faultEnd()
 		case o.Kind == opRedisRestart:
 			d.faultBegin()

@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +92,8 @@ type env struct {
 
 	mu       sync.Mutex
 	flushers []*service.Flusher // running in the background (several clients)
+
+	elected map[string]time.Time // cluster node -> when it was last asked to fail over (test goroutine)
 }
 
 // newEnv opens a run's deployment on srv; close it with close.
@@ -247,7 +251,9 @@ func (e *env) masters() []string {
 		if !n.Running() {
 			continue
 		}
-		if info, err := testenv.RespDo(n.Addr, "INFO", "replication"); err == nil && strings.Contains(info, "role:master") {
+		// A master that holds no slot (one demoted a moment ago that has not
+		// heard of it yet) is no shard's master: nothing replicates it.
+		if me, err := clusterSelf(n.Addr); err == nil && me.isMaster() && me.slots > 0 {
 			out = append(out, n.Addr)
 		}
 	}
@@ -361,75 +367,213 @@ func (e *env) waitRedis(timeout time.Duration) error {
 }
 
 // failover makes a replica of master number pick (of the sorted masters) take
-// over with CLUSTER FAILOVER, and waits until it is master and the cluster is
-// healthy.
-func (e *env) failover(pick int) error {
+// over (failoverOf); it reports how long the replica took to be ready.
+func (e *env) failover(pick int) (time.Duration, error) {
 	masters := e.masters()
 	if len(masters) == 0 {
-		return errors.New("no master")
+		return 0, errors.New("no master")
 	}
-	master := masters[pick%len(masters)]
-	deadline := time.Now().Add(time.Minute)
-	// A master that took over a moment ago gets its replica (the old master)
-	// once that one has heard of the failover.
-	replica, err := e.replicaOf(master)
-	for err != nil && time.Now().Before(deadline) {
+	_, waited, err := e.failoverOf(masters[pick%len(masters)])
+	return waited, err
+}
+
+// electionVotes: Redis 7.0 counts the votes of a node's last election for
+// twice cluster-node-timeout (2000 ms here). A manual failover asked of the
+// node within that time "wins" at once on those votes, without a new epoch:
+// the node serves as master for a moment, the others turn it back into a
+// replica, and it resynchronises from scratch, dropping the writes it took
+// meanwhile (its old master, paused for the failover, waits out its 5 s).
+// Seen by TestFailoverSameShardAgain; the harness leaves more than that time
+// between two elections of one node (Redis then starts the new one 8 s after
+// the last).
+const electionVotes = 4*time.Second + 500*time.Millisecond
+
+// failoverOf makes a replica of the master at addr take over with CLUSTER
+// FAILOVER, once one is ready to (readyReplica) and its last election is
+// over (electionVotes), and waits until the cluster is healthy and the old
+// master is the new one's ready replica. It returns the new master and how
+// long it waited before asking.
+func (e *env) failoverOf(master string) (string, time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(time.Minute)
+	for {
+		replica, err := e.readyReplica(master, deadline)
+		if err != nil {
+			return "", time.Since(start), err
+		}
+		if e.elected == nil {
+			e.elected = map[string]time.Time{}
+		}
+		time.Sleep(time.Until(e.elected[replica].Add(electionVotes)))
+		waited := time.Since(start)
+		e.elected[replica] = time.Now()
+		if _, err := testenv.RespDo(replica, "CLUSTER", "FAILOVER"); err != nil {
+			return "", waited, fmt.Errorf("CLUSTER FAILOVER on %s: %w", replica, err)
+		}
+		// Taken over once the replica is a master whose replica (the old
+		// master) is ready: a node that answers role:master for a moment may
+		// be turned back into a replica. Asked again after Redis's 5 s of a
+		// manual failover.
+		taken := false
+		for asked := time.Now(); !taken && time.Since(asked) < 6*time.Second; time.Sleep(50 * time.Millisecond) {
+			if me, err := clusterSelf(replica); err != nil || !me.isMaster() || me.slots == 0 {
+				continue
+			}
+			r, err := e.replicaOf(replica)
+			taken = err == nil && inSync(replica, r) == nil
+		}
+		e.elected[replica] = time.Now() // its election, if any, is over by now
+		if taken {
+			e.cluster.WaitHealthy(e.t, time.Until(deadline))
+			return replica, waited, nil
+		}
+		if time.Now().After(deadline) {
+			return "", waited, fmt.Errorf("replica %s of %s did not take over", replica, master)
+		}
+	}
+}
+
+// readyReplica waits until deadline for a replica of the master at addr that
+// can take over at once, and returns it: it calls itself the master's replica
+// and the master calls it its own (each one's CLUSTER NODES: a master ignores
+// a manual failover asked by a node it does not know as its replica, and the
+// failover times out after 5 s), its link to the master is up with no sync in
+// progress, and its offset has reached the master's, read just before. A
+// master that took over a moment ago gets its replica (the old master) only
+// once that one has heard of the failover and synchronised, and the master
+// has heard of it in turn; a failover asked before then found no replica
+// (cluster concurrent seeds 213296038499 and 1095823811492).
+func (e *env) readyReplica(addr string, deadline time.Time) (string, error) {
+	for {
+		replica, err := e.replicaOf(addr)
+		if err == nil {
+			if err = inSync(addr, replica); err == nil {
+				return replica, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no replica of %s ready to take over: %w", addr, err)
+		}
 		time.Sleep(50 * time.Millisecond)
-		replica, err = e.replicaOf(master)
 	}
+}
+
+// inSync tells why the node at replica cannot take over from the master at
+// addr without losing writes (nil: it can).
+func inSync(addr, replica string) error {
+	m, err := testenv.RespDo(addr, "INFO", "replication")
 	if err != nil {
 		return err
 	}
-	var asked time.Time
-	for {
-		if time.Since(asked) > 6*time.Second {
-			if _, err := testenv.RespDo(replica, "CLUSTER", "FAILOVER"); err != nil {
-				return fmt.Errorf("CLUSTER FAILOVER on %s: %w", replica, err)
-			}
-			asked = time.Now()
-		}
-		if info, err := testenv.RespDo(replica, "INFO", "replication"); err == nil && strings.Contains(info, "role:master") {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("replica %s of %s did not take over", replica, master)
-		}
-		time.Sleep(50 * time.Millisecond)
+	want, err := strconv.ParseInt(infoValue(m, "master_repl_offset"), 10, 64)
+	if err != nil {
+		return fmt.Errorf("master %s: master_repl_offset: %w", addr, err)
 	}
-	e.cluster.WaitHealthy(e.t, time.Minute)
+	r, err := testenv.RespDo(replica, "INFO", "replication")
+	if err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	got, _ := strconv.ParseInt(infoValue(r, "slave_repl_offset"), 10, 64)
+	switch {
+	case infoValue(r, "role") != "slave" || infoValue(r, "master_host") != host || infoValue(r, "master_port") != port:
+		return fmt.Errorf("replica %s: role %s of %s:%s", replica, infoValue(r, "role"), infoValue(r, "master_host"), infoValue(r, "master_port"))
+	case infoValue(r, "master_link_status") != "up" || infoValue(r, "master_sync_in_progress") != "0":
+		return fmt.Errorf("replica %s: link %s, sync in progress %s", replica, infoValue(r, "master_link_status"), infoValue(r, "master_sync_in_progress"))
+	case got < want:
+		return fmt.Errorf("replica %s: offset %d, master's %d", replica, got, want)
+	}
 	return nil
 }
 
-// replicaOf returns a replica of the master at addr (each node's own line of
-// CLUSTER NODES is authoritative).
-func (e *env) replicaOf(addr string) (string, error) {
-	self := func(a string) (id, flags, master string, err error) {
-		nodes, err := testenv.RespDo(a, "CLUSTER", "NODES")
-		if err != nil {
-			return "", "", "", err
+// infoValue is the value of field in an INFO reply ("" when absent).
+func infoValue(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), field+":"); ok {
+			return v
 		}
-		for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
-			if f := strings.Fields(line); len(f) >= 8 && strings.Contains(f[2], "myself") {
-				return f[0], f[2], f[3], nil
-			}
-		}
-		return "", "", "", fmt.Errorf("no myself line in CLUSTER NODES of %s", a)
 	}
-	mid, _, _, err := self(addr)
+	return ""
+}
+
+// clusterNode is a line of CLUSTER NODES.
+type clusterNode struct {
+	id, flags, master string
+	slots             int // slot ranges it serves
+}
+
+func (n clusterNode) isMaster() bool  { return strings.Contains(n.flags, "master") }
+func (n clusterNode) isReplica() bool { return strings.Contains(n.flags, "slave") }
+
+// clusterNodes is the view of the node at addr: itself, and every node it
+// knows by id.
+func clusterNodes(addr string) (self clusterNode, byID map[string]clusterNode, err error) {
+	nodes, err := testenv.RespDo(addr, "CLUSTER", "NODES")
+	if err != nil {
+		return self, nil, err
+	}
+	byID = map[string]clusterNode{}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		n := clusterNode{id: f[0], flags: f[2], master: f[3], slots: len(f) - 8}
+		byID[n.id] = n
+		if strings.Contains(n.flags, "myself") {
+			self, found = n, true
+		}
+	}
+	if !found {
+		return self, nil, fmt.Errorf("no myself line in CLUSTER NODES of %s", addr)
+	}
+	return self, byID, nil
+}
+
+// clusterSelf is the node at addr as it sees itself.
+func clusterSelf(addr string) (clusterNode, error) {
+	self, _, err := clusterNodes(addr)
+	return self, err
+}
+
+// replicaOf returns a replica of the master at addr: a node that calls itself
+// the master's replica and that every node calls so (a master ignores a
+// manual failover asked by a node it does not know as its replica, and votes
+// against a node it still takes for a master).
+func (e *env) replicaOf(addr string) (string, error) {
+	m, err := clusterSelf(addr)
 	if err != nil {
 		return "", err
 	}
-	var seen []string // each node's own view, for the error
+	views := map[string]map[string]clusterNode{} // running node -> its view
+	for _, n := range e.cluster.Nodes {
+		if n.Running() {
+			if _, byID, err := clusterNodes(n.Addr); err == nil {
+				views[n.Addr] = byID
+			}
+		}
+	}
+	var seen []string // each node's own view and the others', for the error
 	for _, n := range e.cluster.Nodes {
 		if !n.Running() {
 			seen = append(seen, n.Addr+" not running")
 			continue
 		}
-		id, flags, master, err := self(n.Addr)
-		if err == nil && strings.Contains(flags, "slave") && master == mid {
+		me, err := clusterSelf(n.Addr)
+		agreed := err == nil && me.isReplica() && me.master == m.id
+		var others []string
+		for a, byID := range views {
+			if o := byID[me.id]; !o.isReplica() || o.master != m.id {
+				agreed = false
+				others = append(others, fmt.Sprintf("%s says %s master %s", a, o.flags, o.master))
+			}
+		}
+		if agreed && len(views) == len(e.cluster.Nodes) {
 			return n.Addr, nil
 		}
-		seen = append(seen, fmt.Sprintf("%s %s %s master %s %v", n.Addr, id, flags, master, err))
+		seen = append(seen, fmt.Sprintf("%s %s %s master %s slots %d (%s) %v",
+			n.Addr, me.id, me.flags, me.master, me.slots, strings.Join(others, ", "), err))
 	}
-	return "", fmt.Errorf("no replica of %s (%s); the nodes: %s", addr, mid, strings.Join(seen, "; "))
+	return "", fmt.Errorf("no replica of %s (%s); the nodes: %s", addr, m.id, strings.Join(seen, "; "))
 }

@@ -121,13 +121,7 @@ func TestRetryAfterCacheLoss(t *testing.T) {
 							Content: json.RawMessage(fmt.Sprintf(`{"parts":[{"text":"%d"}]}`, i))}))
 					}
 				}
-				s.flush()
-				if path == "cache loss" {
-					s.wipe()
-				}
-				again := sent.Clone()
-				require.NoError(t, s.svc.AppendEvent(ctx, sess, again), "the same event delivered again")
-				require.Equal(t, ev.Timestamp, again.Timestamp, "acknowledged with the stored timestamp")
+				s.deliverAgain(sess, sent, ev.Timestamp, path == "cache loss")
 				other := sent.Clone()
 				other.Content = json.RawMessage(`{"parts":[{"text":"another"}]}`)
 				require.ErrorIs(t, s.svc.AppendEvent(ctx, sess, other), service.ErrAlreadyExists)
@@ -928,4 +922,92 @@ func TestAppListWhileDeleteFlushed(t *testing.T) {
 	require.NoError(t, hookErr)
 	require.NoError(t, err)
 	require.Equal(t, []string{"other"}, listedIDs(list))
+}
+
+// TestRetryOlderThanCacheHandle: a duplicate delivery, through a handle that
+// has not seen it, of an event older than the cached ones (answered from the
+// database) brings the handle up to date as one of a cached event does: in
+// concurrent mode to the stored session, in the default mode by that event
+// when the handle missed only it. Found by the simulation (standalone single
+// mode, seed 618528255812): the event's seq is not known from the database,
+// the handle was left as it was, and the next append through it, from a
+// service in the default mode, was ErrStaleSession although the concurrent
+// answer had caught it up. Both ways to the database: the event trimmed from
+// Redis by the flusher, and the session put back from the database after a
+// cache loss.
+func TestRetryOlderThanCacheHandle(t *testing.T) {
+	for _, concurrent := range []bool{true, false} {
+		for _, path := range []string{"trimmed", "put back"} {
+			name := map[bool]string{true: "concurrent", false: "default"}[concurrent] + "/" + path
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				retryOlderThanCache(t, concurrent, path)
+			})
+		}
+	}
+}
+
+func retryOlderThanCache(t *testing.T, concurrent bool, path string) {
+	s := newSmall(t, func(c *service.Config) { c.ConcurrentAppends = concurrent })
+	ctx := context.Background()
+	resp, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	h := resp.Session // it misses the event below (its reply was lost), and in concurrent mode one before it
+	appendTo := func(ev *service.Event) {
+		t.Helper()
+		require.NoError(t, s.svc.AppendTo(ctx, &service.AppendToRequest{AppName: "a", UserID: "u", SessionID: "s", Event: ev}))
+	}
+	if concurrent {
+		appendTo(&service.Event{InvocationID: "i", Author: "user", Actions: service.EventActions{StateDelta: map[string]any{"k": 0}}})
+	}
+	lost := &service.Event{ID: "lost", InvocationID: "i", Author: "user", Content: json.RawMessage(`{"parts":[{"text":"lost"}]}`),
+		Actions: service.EventActions{StateDelta: map[string]any{"mine": 1}}}
+	sent := lost.Clone()
+	appendTo(lost)
+	for i := range 8 { // MaxCachedEvents is 6: "lost" leaves Redis once flushed
+		appendTo(&service.Event{InvocationID: "i", Author: "user", Actions: service.EventActions{StateDelta: map[string]any{"k": i + 1}}})
+	}
+	s.deliverAgain(h, sent, lost.Timestamp, path == "put back")
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	if !concurrent {
+		require.Equal(t, []string{"lost"}, eventIDs(h), "the handle's events: the one it missed")
+		require.Equal(t, lost.Timestamp, h.LastUpdateTime())
+		require.ErrorIs(t, s.svc.AppendEvent(ctx, h, &service.Event{InvocationID: "i", Author: "user"}), service.ErrStaleSession,
+			"still behind the 8 events after it")
+		return
+	}
+	require.Equal(t, eventIDs(got.Session), eventIDs(h), "the handle's events")
+	require.Equal(t, stateOf(got.Session), stateOf(h), "the handle's state")
+	require.Equal(t, got.Session.LastUpdateTime(), h.LastUpdateTime())
+	// Up to date: a service in the default mode takes an append through it.
+	cfg := simConfig(testenv.RedisURL(t), s.db)
+	cfg.Namespace = s.ns
+	strict, err := service.Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { strict.Close(context.Background()) })
+	require.NoError(t, strict.AppendEvent(ctx, h, &service.Event{InvocationID: "i", Author: "user"}))
+	require.Len(t, eventIDs(h), len(eventIDs(got.Session))+1)
+}
+
+// deliverAgain flushes (and, with wipe, loses the cache: a FLUSHALL of the
+// deployment), then delivers sent again through h: it must be acknowledged
+// with the stored timestamp.
+func (s *small) deliverAgain(h *service.Session, sent *service.Event, stored time.Time, wipe bool) {
+	s.t.Helper()
+	s.flush()
+	if wipe {
+		s.wipe()
+	}
+	again := sent.Clone()
+	require.NoError(s.t, s.svc.AppendEvent(context.Background(), h, again), "the same event delivered again")
+	require.Equal(s.t, stored, again.Timestamp, "acknowledged with the stored timestamp")
+}
+
+func eventIDs(s *service.Session) []string {
+	var ids []string
+	for _, e := range eventsOf(s) {
+		ids = append(ids, e.ID)
+	}
+	return ids
 }

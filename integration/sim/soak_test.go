@@ -262,13 +262,8 @@ func (s *soak) failed(err error) bool {
 }
 
 func infoField(info, name string) float64 {
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+	f, _ := strconv.ParseFloat(infoValue(info, name), 64)
+	return f
 }
 
 func (s *soak) sample(start time.Time) sample {
