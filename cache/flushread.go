@@ -49,32 +49,60 @@ func (s *Store) ReadForFlush(ctx context.Context, refs []FlushRef) ([]FlushRead,
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	pipe := s.rdb.Pipeline()
 	sess := make([]*redis.MapStringStringCmd, len(refs))
-	users := make([]*redis.MapStringStringCmd, len(refs))
+	users := make([]*redis.Cmd, len(refs))
 	evs := make([]*redis.ZSliceCmd, len(refs))
 	creates := make([]*redis.StringCmd, len(refs))
-	for i, r := range refs {
-		k := s.keys.Session(r.App, r.User, r.SID)
-		sess[i] = pipe.HGetAll(ctx, k.Session)
-		users[i] = pipe.HGetAll(ctx, k.User)
-		if r.MinTs <= r.MaxTs {
-			evs[i] = pipe.ZRangeByScoreWithScores(ctx, k.Events, &redis.ZRangeBy{
-				Min: strconv.FormatInt(r.MinTs, 10), Max: strconv.FormatInt(r.MaxTs, 10),
-			})
+	sc := s.pick(stateReadScript)
+	run := func(eval func(redis.Pipeliner, []string) *redis.Cmd) error {
+		pipe := s.rdb.Pipeline()
+		for i, r := range refs {
+			k := s.keys.Session(r.App, r.User, r.SID)
+			sess[i] = pipe.HGetAll(ctx, k.Session)
+			users[i] = eval(pipe, []string{k.User}) // counted: state_read.lua
+			evs[i] = nil
+			if r.MinTs <= r.MaxTs {
+				evs[i] = pipe.ZRangeByScoreWithScores(ctx, k.Events, &redis.ZRangeBy{
+					Min: strconv.FormatInt(r.MinTs, 10), Max: strconv.FormatInt(r.MaxTs, 10),
+				})
+			}
+			creates[i] = nil
+			if r.Create {
+				creates[i] = pipe.HGet(ctx, k.Undo, "c")
+			}
 		}
-		if r.Create {
-			creates[i] = pipe.HGet(ctx, k.Undo, "c")
-		}
+		_, err := pipe.Exec(ctx)
+		return err
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	err := run(func(p redis.Pipeliner, keys []string) *redis.Cmd { return sc.EvalSha(ctx, p, keys) })
+	if err != nil && isNoScript(users[0].Err()) {
+		err = run(func(p redis.Pipeliner, keys []string) *redis.Cmd { return sc.Eval(ctx, p, keys) })
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read sessions to flush: %w", err)
 	}
 	out := make([]FlushRead, len(refs))
 	for i, r := range refs {
-		out[i] = readForFlush(r, sess[i].Val(), users[i].Val(), evs[i], creates[i])
+		user, err := stringMap(users[i].Val())
+		if err != nil {
+			return nil, fmt.Errorf("read user state to flush: %w", err)
+		}
+		out[i] = readForFlush(r, sess[i].Val(), user, evs[i], creates[i])
 	}
 	return out, nil
+}
+
+// stringMap reads a flat (field, value, ...) script reply as a map.
+func stringMap(v any) (map[string]string, error) {
+	h, err := flat(v)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(h)/2)
+	for i := 0; i+1 < len(h); i += 2 {
+		m[h[i]] = h[i+1]
+	}
+	return m, nil
 }
 
 func readForFlush(r FlushRef, h, user map[string]string, evs *redis.ZSliceCmd, create *redis.StringCmd) FlushRead {
@@ -121,10 +149,14 @@ type StateRev struct {
 	// flushed.lua): the flusher writes the database's state plus the new
 	// deltas, not this snapshot.
 	Rebase bool
+	// Flush is the hash's flush count after this read (m:fc, counted by
+	// state_read.lua; 0 for an app's state, which is not counted).
+	Flush int64
 }
 
 func stateRev(h map[string]string) (StateRev, error) {
 	st := StateRev{Dead: -1, OK: len(h) > 0, Rebase: h["m:rb"] == "1"}
+	st.Flush, _ = strconv.ParseInt(h["m:fc"], 10, 64)
 	if dl, err := strconv.ParseInt(h["m:dl"], 10, 64); err == nil {
 		st.Dead = dl
 	}
@@ -142,9 +174,14 @@ func (s *Store) AppStateRev(ctx context.Context, app string) (StateRev, error) {
 	return stateRev(h)
 }
 
-// UserStateRev reads a user's state (for the flusher).
+// UserStateRev reads a user's state for the flusher, counting the read
+// (state_read.lua).
 func (s *Store) UserStateRev(ctx context.Context, app, user string) (StateRev, error) {
-	h, err := s.rdb.HGetAll(ctx, s.keys.Session(app, user, "").User).Result()
+	v, err := s.run(ctx, stateReadScript, []string{s.keys.Session(app, user, "").User}).Result()
+	if err != nil {
+		return StateRev{}, fmt.Errorf("read user state: %w", err)
+	}
+	h, err := stringMap(v)
 	if err != nil {
 		return StateRev{}, fmt.Errorf("read user state: %w", err)
 	}

@@ -51,8 +51,10 @@ func guardedResult(n int64, err error, what string) (bool, error) {
 // HydrateUser puts a user's state read from the database back into Redis
 // unless present; it reports whether it wrote. guard is the user's read
 // guard, read before the database: ErrReadOutdated when it moved.
-func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, state []Pair, ttl time.Duration, guard ReadGuard) (bool, error) {
-	args := appendPairs([]any{rev, ttl.Milliseconds()}, state)
+// flushes is the flush count the database records with the row (the
+// hash's m:fc starts there: see state_read.lua).
+func (s *Store) HydrateUser(ctx context.Context, app, user string, rev, flushes int64, state []Pair, ttl time.Duration, guard ReadGuard) (bool, error) {
+	args := appendPairs([]any{rev, flushes, ttl.Milliseconds()}, state)
 	args = append(args, guard.field, guard.value)
 	n, err := s.run(ctx, hydrateStateScript, []string{s.keys.Session(app, user, "").User, guard.key}, args...).Int64()
 	return guardedResult(n, err, "hydrate user "+user)
@@ -61,7 +63,7 @@ func (s *Store) HydrateUser(ctx context.Context, app, user string, rev int64, st
 // HydrateApp puts an app's state read from the database back into Redis
 // unless present. App state never expires.
 func (s *Store) HydrateApp(ctx context.Context, app string, rev int64, state []Pair) (bool, error) {
-	args := appendPairs([]any{rev, ""}, state)
+	args := appendPairs([]any{rev, 0, ""}, state)
 	n, err := s.run(ctx, hydrateStateScript, []string{s.keys.App(app).State}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("hydrate app %s: %w", app, err)

@@ -32,10 +32,11 @@ var (
 	leaseReleaseScript  = newScript(lua.LeaseRelease)
 	ackScript           = newScript(lua.Ack)
 	stateDeadScript     = newScript(lua.StateDead)
+	stateReadScript     = newScript(lua.StateRead)
 
 	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, appOrderScript,
 		rewindScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
-		ackScript, stateDeadScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
+		ackScript, stateDeadScript, stateReadScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
 )
 
 // script is one of the scripts of package lua. A script that declares

@@ -105,7 +105,7 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.HydrateUser(ctx, "a", "u", 0, nil, time.Hour, guard); err != nil {
+	if _, err := s.HydrateUser(ctx, "a", "u", 0, 0, nil, time.Hour, guard); err != nil {
 		t.Fatal(err)
 	}
 	// And a session index that is not complete may lack a session Redis

@@ -223,3 +223,34 @@ WHERE app_name = $1 AND user_id = $2`, []any{k.app, k.user, j, id, ts}},
 		require.NoError(t, err)
 	}
 }
+
+// TestUserBehindDatabase: Redis comes back holding an older copy of a
+// user's state hash (put back by RESTORE) and the user's next write comes
+// through a session the database does not know yet, so no session is
+// behind. The user's row is written as the database's state plus the new
+// key: nothing older comes back, nothing acknowledged is lost.
+func TestUserBehindDatabase(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+	ctx := wbCtx(t)
+	a := e.create(e.svc, "app", "u", "a", nil)
+	e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
+	e.flush(e.svc)
+	userKey := e.sessionKeys("app", "u", "a").User
+	old, err := e.rdb.Dump(ctx, userKey).Result()
+	require.NoError(t, err)
+	e.mustAppend(e.svc, a, "i2", "two", map[string]any{"user:k": 2, "user:x": 2})
+	e.flush(e.svc)
+	require.NoError(t, e.rdb.Del(ctx, userKey).Err())
+	require.NoError(t, e.rdb.Restore(ctx, userKey, 0, old).Err())
+
+	b := e.create(e.svc, "app", "u", "b", nil)
+	e.mustAppend(e.svc, b, "i3", "three", map[string]any{"user:y": 3})
+	e.flush(e.svc)
+	want := map[string]any{"k": float64(2), "x": float64(2), "y": float64(3)}
+	require.Equal(t, want, readDB(t, e.db).Users[[2]string{"app", "u"}])
+	require.Equal(t, time.Duration(-2), e.pttl(userKey), "the older copy is let go of once flushed")
+	got, err := e.svc.GetUserState(ctx, "app", "u")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}

@@ -344,9 +344,12 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"hydrate: read guard arguments missing", lua.Hydrate, hydrateKeys,
 			[]any{"1", "1", "1", "3", "60000", "0", "1", "3", "1000", "e", "{}"}},
 		{"hydrate_state: revision not an integer", lua.HydrateState, sessKeys(v.User, vGuards),
-			[]any{"x", "", "0", "0", ""}},
+			[]any{"x", "0", "", "0", "0", ""}},
+		{"hydrate_state: flush count not an integer", lua.HydrateState, sessKeys(v.User, vGuards),
+			[]any{"1", "-1", "", "0", "0", ""}},
 		{"hydrate_state: read guard arguments missing", lua.HydrateState, sessKeys(v.User, vGuards),
-			[]any{"1", "", "0"}},
+			[]any{"1", "0", "", "0"}},
+		{"state_read: an argument", lua.StateRead, sessKeys(v.User), []any{"x"}},
 		{"hydrate_index: update time not an integer", lua.HydrateIndex,
 			sessKeys(v.UserIndex, vGuards, e.keys.Session("app", "v", "x").Session),
 			[]any{"60000", "0", "", "x", "soon"}},
@@ -667,7 +670,7 @@ func testReadGuards(t *testing.T, url string) {
 		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg}, func(f, v string) []any {
 			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v}
 		}},
-		{"hydrate_state", lua.HydrateState, []string{h.User, hg}, func(f, v string) []any { return []any{"1", "60000", "0", f, v} }},
+		{"hydrate_state", lua.HydrateState, []string{h.User, hg}, func(f, v string) []any { return []any{"1", "0", "60000", "0", f, v} }},
 		{"hydrate_index", lua.HydrateIndex, []string{h.UserIndex, hg, h.Session}, func(f, v string) []any { return []any{"60000", f, v, "h", "1000"} }},
 	} {
 		f := wf

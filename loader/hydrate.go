@@ -71,11 +71,11 @@ func (l *Loader) guarded(ctx context.Context, app, user, sid string, read func(g
 // user's session index if Redis lost it.
 func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
 	err := l.guarded(ctx, app, user, "", func(guard cache.ReadGuard) error {
-		state, rev, err := l.opts.DB.LoadUserState(ctx, app, user)
+		state, v, err := l.opts.DB.LoadUserState(ctx, app, user)
 		if err != nil {
 			return fmt.Errorf("load user state of %s from the database: %w", user, err)
 		}
-		_, err = l.cache.HydrateUser(ctx, app, user, rev, statePairs(state), l.opts.CacheTTL, guard)
+		_, err = l.cache.HydrateUser(ctx, app, user, v.Rev, v.Flushes, statePairs(state), l.opts.CacheTTL, guard)
 		return err
 	})
 	if err != nil {

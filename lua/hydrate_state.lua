@@ -4,8 +4,10 @@
 -- KEYS[1] -> state hash       <ns>adk:{shard}:u:<app>:<user>  or  <ns>adk:{a:<app>}:a
 -- KEYS[2] -> read guards hash <ns>adk:{shard}:g (a user's state only)
 -- ARGV[1] -> revision of the state in the database
--- ARGV[2] -> TTL in ms ("" = none)
--- ARGV[3] -> number of pairs P, then P pairs (key without prefix, JSON value)
+-- ARGV[2] -> the flush count the database records with it (adksession_states.flushes; 0 for an app's state):
+--            the hash's m:fc starts there, so state_read.lua's next count is above it
+-- ARGV[3] -> TTL in ms ("" = none)
+-- ARGV[4] -> number of pairs P, then P pairs (key without prefix, JSON value)
 -- then, with KEYS[2], the user's field in the read guards hash and the guard read before the database
 -- ("<counter>@<epoch>", guard_moved). App state has no guard: it never expires.
 -- The state's total (m:sz, lib.lua) is counted anew: what the database holds is put back, whatever its size.
@@ -15,11 +17,12 @@
 -- Bad arguments are an error reply, with nothing written.
 local state = KEYS[1]
 local rev = int(argv_int(1, 0, MAX_INT))
-local ttl = ARGV[2]
+local fc = int(argv_int(2, 0, MAX_INT))
+local ttl = ARGV[3]
 if ttl ~= '' then
-  ttl = argv_int(2, 1, MAX_INT)
+  ttl = argv_int(3, 1, MAX_INT)
 end
-local fields, _, i = argv_pairs(3, 's:')
+local fields, _, i = argv_pairs(4, 's:')
 local guarded = #KEYS == 2
 local want = guarded and i + 1 or i - 1
 if want ~= #ARGV then
@@ -32,7 +35,7 @@ end
 if guarded and guard_moved(KEYS[2], ARGV[i], ARGV[i + 1]) then
   return -11
 end
-redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev, 'm:sz', int(state_grow(fields)))
+redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev, 'm:sz', int(state_grow(fields)), 'm:fc', fc)
 chunked('HSET', state, fields)
 if ttl ~= '' then
   redis.call('PEXPIRE', state, ttl)

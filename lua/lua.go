@@ -65,6 +65,8 @@ var (
 	leaseReleaseSrc string
 	//go:embed rewind.lua
 	rewindSrc string
+	//go:embed state_read.lua
+	stateReadSrc string
 )
 
 // The scripts, each with lib.lua in front.
@@ -101,6 +103,8 @@ var (
 	LeaseRelease = withLib(leaseReleaseSrc)
 	// Rewind appends a rewind event restoring an earlier state; see rewind.lua.
 	Rewind = withLib(rewindSrc)
+	// StateRead is the flusher's read of a user's state, counted; see state_read.lua.
+	StateRead = withLib(stateReadSrc)
 )
 
 // ReferenceAppend is the minimal atomic append the benchmarks measure

@@ -69,11 +69,11 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 	if err != nil {
 		return nil, err
 	}
-	states, err := s.readTrackedStates(ctx, tx, stateApps, stateUsers)
+	states, flushes, err := s.readTrackedStates(ctx, tx, stateApps, stateUsers)
 	if err != nil {
 		return nil, err
 	}
-	if b, err = s.rebaseTx(ctx, tx, b, sessions, facts, states); err != nil {
+	if b, err = s.rebaseTx(ctx, tx, b, sessions, facts, states, flushes); err != nil {
 		return nil, err
 	}
 	return planBatch(b, sessions, states), nil
@@ -124,30 +124,32 @@ func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []
 	return m, facts, nil
 }
 
-func (s *Store) readTrackedStates(ctx context.Context, tx *sql.Tx, apps, users []string) (map[stateKey]int64, error) {
-	m := map[stateKey]int64{}
+// readTrackedStates reads the bookkeeping rows of the states named: their
+// revs and the flush counts of the hashes they were read from.
+func (s *Store) readTrackedStates(ctx context.Context, tx *sql.Tx, apps, users []string) (revs, flushes map[stateKey]int64, err error) {
+	revs, flushes = map[stateKey]int64{}, map[stateKey]int64{}
 	if len(apps) == 0 {
-		return m, nil
+		return revs, flushes, nil
 	}
 	args, err := s.d.bind(apps, users)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows, err := tx.QueryContext(ctx, s.d.q.readStates, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read state bookkeeping: %w", err)
+		return nil, nil, fmt.Errorf("read state bookkeeping: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var k stateKey
-		var rev int64
-		if err := rows.Scan(&k.app, &k.user, &rev); err != nil {
-			return nil, fmt.Errorf("read state bookkeeping: %w", err)
+		var rev, n int64
+		if err := rows.Scan(&k.app, &k.user, &rev, &n); err != nil {
+			return nil, nil, fmt.Errorf("read state bookkeeping: %w", err)
 		}
-		m[k] = rev
+		revs[k], flushes[k] = rev, n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read state bookkeeping: %w", err)
+		return nil, nil, fmt.Errorf("read state bookkeeping: %w", err)
 	}
-	return m, nil
+	return revs, flushes, nil
 }

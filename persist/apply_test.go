@@ -164,9 +164,9 @@ func TestApplyStateNeverGoesBack(t *testing.T) {
 		must(t, err)
 		same(t, "app rev", rev, int64(5))
 		same(t, "app state", string(st["rev"]), "5")
-		st, rev, err = s.LoadUserState(ctx, "app", "u1")
+		st, v, err := s.LoadUserState(ctx, "app", "u1")
 		must(t, err)
-		same(t, "user rev", rev, int64(5))
+		same(t, "user rev", v.Rev, int64(5))
 		same(t, "user state", string(st["rev"]), "5")
 		same(t, "update time", queryStrings(t, s.db, `SELECT `+timeText(s, "update_time")+` FROM app_states`),
 			[][]string{{formatTime(eventTime(inc1, 5))}})

@@ -86,6 +86,11 @@ type StateUpsert struct {
 	// written as the database's state plus the batch's new deltas, not as
 	// this snapshot. Only for a user's state.
 	Rebase bool
+	// Flush is the flush count of the user's Redis hash after this read
+	// (m:fc, counted by the read itself; 0: unknown). At or below the count
+	// the database recorded, Redis came back holding an older copy of the
+	// hash: the row is rebased as with Rebase.
+	Flush int64
 }
 
 // Batch is what one Apply writes, in one transaction.

@@ -190,7 +190,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		}
 		if st.OK && st.Dead < st.Rev {
 			sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: uk[0], UserID: uk[1], Rev: st.Rev,
-				State: rawState(st.State), UpdateTime: time.Now().UTC(), Rebase: st.Rebase})
+				State: rawState(st.State), UpdateTime: time.Now().UTC(), Rebase: st.Rebase, Flush: st.Flush})
 			sb.userMark[uk] = sb.markOf[g.key][0]
 			sb.marks[sb.userMark[uk]].UserRev = st.Rev
 		}
@@ -288,7 +288,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	uk := [2]string{ref.App, ref.User}
 	if _, done := sb.carriers[uk]; !done && r.User.OK && r.User.Dead < r.User.Rev {
 		sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: ref.App, UserID: ref.User, Rev: r.User.Rev,
-			State: rawState(r.User.State), UpdateTime: up.UpdateTime, Rebase: r.User.Rebase})
+			State: rawState(r.User.State), UpdateTime: up.UpdateTime, Rebase: r.User.Rebase, Flush: r.User.Flush})
 		userRev = r.User.Rev
 		sb.userMark[uk] = len(sb.marks)
 	}

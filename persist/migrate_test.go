@@ -38,7 +38,7 @@ func TestMigrate(t *testing.T) {
 			"adk_internal_metadata", "adksession_schema_migrations", "adksession_sessions", "adksession_states",
 			"app_states", "events", "sessions", "user_states"})
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version, name FROM adksession_schema_migrations ORDER BY version`),
-			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"3", "create_state"}, {"4", "tombstones"}, {"5", "written_update"}})
+			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"3", "create_state"}, {"4", "tombstones"}, {"5", "behind"}})
 		same(t, "ADK metadata", queryStrings(t, s.db, `SELECT key, value FROM adk_internal_metadata`),
 			[][]string{{"schema_version", "1"}})
 
@@ -79,7 +79,7 @@ func TestMigrateFrom2(t *testing.T) {
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 2)}})
 		for _, q := range []string{`ALTER TABLE adksession_sessions DROP COLUMN create_state`,
 			`ALTER TABLE adksession_sessions DROP COLUMN tombstone_seen`, `ALTER TABLE adksession_sessions DROP COLUMN tombstone_inc`,
-			`ALTER TABLE adksession_sessions DROP COLUMN written_update`,
+			`ALTER TABLE adksession_sessions DROP COLUMN written_update`, `ALTER TABLE adksession_states DROP COLUMN flushes`,
 			`DELETE FROM adksession_schema_migrations WHERE version >= 3`} {
 			_, err := s.db.Exec(q)
 			must(t, err)

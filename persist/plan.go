@@ -47,8 +47,9 @@ type stateSeed struct {
 }
 
 type stateRev struct {
-	key stateKey
-	rev int64
+	key     stateKey
+	rev     int64
+	flushes int64 // the flush count of the Redis hash the row was read from (StateUpsert.Flush)
 }
 
 // planBatch decides which parts of b apply, given the bookkeeping rows of
@@ -149,7 +150,7 @@ func planStates(in []StateUpsert, tracked map[stateKey]int64, revs *[]stateRev) 
 	var out []*StateUpsert
 	for _, k := range sortedKeys(latest, compareStateKeys) {
 		out = append(out, latest[k])
-		*revs = append(*revs, stateRev{key: k, rev: latest[k].Rev})
+		*revs = append(*revs, stateRev{key: k, rev: latest[k].Rev, flushes: latest[k].Flush})
 	}
 	return out
 }

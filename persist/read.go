@@ -155,22 +155,31 @@ func (r *sessionRow) summary(key SessionKey) SessionSummary {
 }
 
 const (
-	appStateQuery = `SELECT a.state, t.rev FROM app_states AS a
+	appStateQuery = `SELECT a.state, t.rev, t.flushes FROM app_states AS a
 LEFT JOIN adksession_states AS t ON t.app_name = a.app_name AND t.user_id = ''
 WHERE a.app_name = $1`
-	userStateQuery = `SELECT u.state, t.rev FROM user_states AS u
+	userStateQuery = `SELECT u.state, t.rev, t.flushes FROM user_states AS u
 LEFT JOIN adksession_states AS t ON t.app_name = u.app_name AND t.user_id = u.user_id
 WHERE u.app_name = $1 AND u.user_id = $2`
 )
 
+// StateVersion is what the database records of a user's or an app's state
+// row: its rev, and the flush count of the Redis hash it was read from
+// (StateUpsert.Flush); both 0 when untracked.
+type StateVersion struct{ Rev, Flushes int64 }
+
 // LoadUserState reads a user's state (keys without the user: prefix; {}
-// when there is no row) and its rev (0 when untracked).
-func (s *Store) LoadUserState(ctx context.Context, app, user string) (map[string]json.RawMessage, int64, error) {
-	state, rev, err := loadState(ctx, s.rd, userStateQuery, app, user)
-	if err != nil {
-		return nil, 0, fmt.Errorf("load user state of %q: %w", user, err)
+// when there is no row) and its version.
+func (s *Store) LoadUserState(ctx context.Context, app, user string) (map[string]json.RawMessage, StateVersion, error) {
+	var r stateRow
+	err := sqlx.GetContext(ctx, s.rd, &r, userStateQuery, app, user)
+	if errors.Is(err, sql.ErrNoRows) {
+		return map[string]json.RawMessage{}, StateVersion{}, nil
 	}
-	return state, rev, nil
+	if err != nil {
+		return nil, StateVersion{}, fmt.Errorf("load user state of %q: %w", user, err)
+	}
+	return r.State, StateVersion{Rev: r.Rev.Int64, Flushes: r.Flushes.Int64}, nil
 }
 
 // LoadAppState reads an app's state (keys without the app: prefix; {} when
@@ -185,8 +194,9 @@ func (s *Store) LoadAppState(ctx context.Context, app string) (map[string]json.R
 
 // stateRow receives appStateQuery and userStateQuery.
 type stateRow struct {
-	State stateColumn   `db:"state"`
-	Rev   sql.NullInt64 `db:"rev"` // NULL: untracked
+	State   stateColumn   `db:"state"`
+	Rev     sql.NullInt64 `db:"rev"` // NULL: untracked
+	Flushes sql.NullInt64 `db:"flushes"`
 }
 
 func loadState(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (map[string]json.RawMessage, int64, error) {

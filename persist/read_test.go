@@ -115,11 +115,11 @@ func TestLoadNotFound(t *testing.T) {
 				t.Errorf("LoadEvents(%v): got %v, want ErrNotFound", k, err)
 			}
 		}
-		st, rev, err := s.LoadUserState(ctx, "app", "nobody")
+		st, v, err := s.LoadUserState(ctx, "app", "nobody")
 		must(t, err)
 		same(t, "missing user state", len(st), 0)
-		same(t, "missing user rev", rev, int64(0))
-		st, rev, err = s.LoadAppState(ctx, "app") // the {} row of the first session
+		same(t, "missing user version", v, StateVersion{})
+		st, rev, err := s.LoadAppState(ctx, "app") // the {} row of the first session
 		must(t, err)
 		if st == nil || len(st) != 0 || rev != 0 {
 			t.Fatalf("app state %v rev %d, want {} 0", st, rev)

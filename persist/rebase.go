@@ -60,12 +60,15 @@ type dbSession struct {
 // row's rev, or a row someone else wrote), so the common batch reads
 // nothing more.
 func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map[SessionKey]tracked,
-	facts map[SessionKey]rowFacts, states map[stateKey]int64) (*Batch, error) {
+	facts map[SessionKey]rowFacts, states, flushes map[stateKey]int64) (*Batch, error) {
 	b.Outcome = Outcome{}
 	users := map[stateKey]bool{}
 	for _, st := range b.UserStates {
-		if st.Rebase {
-			users[stateKey{app: st.AppName, user: st.UserID}] = true
+		k := stateKey{app: st.AppName, user: st.UserID}
+		// Redis counts a hash's flushes before the database records the
+		// count: at or below the database's, the hash is an older copy.
+		if st.Rebase || (st.Flush > 0 && st.Flush <= flushes[k]) {
+			users[k] = true
 		}
 	}
 	var out *Batch

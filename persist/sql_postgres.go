@@ -30,7 +30,7 @@ FROM adksession_sessions AS t
 JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_name, user_id, session_id)
   ON t.app_name = k.app_name AND t.user_id = k.user_id AND t.session_id = k.session_id
 LEFT JOIN sessions AS s ON s.app_name = t.app_name AND s.user_id = t.user_id AND s.id = t.session_id`,
-		readStates: `SELECT t.app_name, t.user_id, t.rev
+		readStates: `SELECT t.app_name, t.user_id, t.rev, COALESCE(t.flushes, 0)
 FROM adksession_states AS t
 JOIN unnest($1::text[], $2::text[]) AS k(app_name, user_id)
   ON t.app_name = k.app_name AND t.user_id = k.user_id`,
@@ -73,8 +73,9 @@ SELECT k.app_name, k.user_id, j.value, k.update_time
 FROM unnest($1::text[], $2::text[], $4::timestamp[]) WITH ORDINALITY AS k(app_name, user_id, update_time, n)
 JOIN jsonb_array_elements($3::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT (app_name, user_id) DO UPDATE SET state = EXCLUDED.state, update_time = EXCLUDED.update_time`,
-		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-ON CONFLICT (app_name, user_id) DO UPDATE SET rev = EXCLUDED.rev`,
+		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev, flushes)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+ON CONFLICT (app_name, user_id) DO UPDATE
+SET rev = EXCLUDED.rev, flushes = GREATEST(adksession_states.flushes, EXCLUDED.flushes)`,
 	},
 }

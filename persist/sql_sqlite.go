@@ -20,7 +20,7 @@ FROM json_each($1) AS k
 JOIN adksession_sessions AS t
   ON t.app_name = k.value->>0 AND t.user_id = k.value->>1 AND t.session_id = k.value->>2
 LEFT JOIN sessions AS s ON s.app_name = t.app_name AND s.user_id = t.user_id AND s.id = t.session_id`,
-		readStates: `SELECT t.app_name, t.user_id, t.rev
+		readStates: `SELECT t.app_name, t.user_id, t.rev, COALESCE(t.flushes, 0)
 FROM json_each($1) AS k
 JOIN adksession_states AS t ON t.app_name = k.value->>0 AND t.user_id = k.value->>1`,
 		purgeSessions: `DELETE FROM sessions WHERE (app_name, user_id, id) IN (
@@ -48,8 +48,9 @@ ON CONFLICT DO NOTHING`,
 		upsertUserStates: `INSERT INTO user_states (app_name, user_id, state, update_time)
 SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each($1) WHERE true
 ON CONFLICT (app_name, user_id) DO UPDATE SET state = excluded.state, update_time = excluded.update_time`,
-		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev)
-SELECT value->>0, value->>1, value->>2 FROM json_each($1) WHERE true
-ON CONFLICT (app_name, user_id) DO UPDATE SET rev = excluded.rev`,
+		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev, flushes)
+SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each($1) WHERE true
+ON CONFLICT (app_name, user_id) DO UPDATE
+SET rev = excluded.rev, flushes = MAX(COALESCE(adksession_states.flushes, 0), excluded.flushes)`,
 	},
 }

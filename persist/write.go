@@ -139,12 +139,12 @@ func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, users bool, states 
 // writeStateRevs records the revisions of the state rows written.
 func (s *Store) writeStateRevs(ctx context.Context, tx *sql.Tx, stateRevs []stateRev) error {
 	var c columns
-	var revs []int64
+	var revs, flushes []int64
 	for _, r := range stateRevs {
 		c.add(0, r.key.app).add(1, r.key.user)
-		revs = append(revs, r.rev)
+		revs, flushes = append(revs, r.rev), append(flushes, r.flushes)
 	}
-	return s.exec(ctx, tx, "track states", s.d.q.trackStates, append(c.take(2), revs)...)
+	return s.exec(ctx, tx, "track states", s.d.q.trackStates, append(c.take(2), revs, flushes)...)
 }
 
 // stateName names an app's state (user "") or a user's in messages.

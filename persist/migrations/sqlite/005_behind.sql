@@ -7,3 +7,10 @@
 -- (docs/design.md, "Redis behind the database"). NULL: unknown (rows
 -- written before this migration), taken as ours.
 ALTER TABLE adksession_sessions ADD COLUMN written_update BIGINT;
+-- adksession_states.flushes: how many times the flusher had read the state's
+-- Redis hash when it wrote the row (m:fc, counted by state_read.lua in the
+-- same step as the read). Redis counts first, so its count is never below
+-- the database's unless Redis came back holding an older copy of the hash:
+-- then the row is written as the database's state plus the batch's new
+-- deltas (docs/design.md, "Redis behind the database"). NULL: unknown.
+ALTER TABLE adksession_states ADD COLUMN flushes BIGINT;

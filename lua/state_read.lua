@@ -1,0 +1,20 @@
+#!lua flags=allow-oom
+-- state_read.lua: the flusher's read of a user's state hash. It counts the read (m:fc + 1) in the same step,
+-- before the batch that carries it is written: so Redis's count is never below the one the database records
+-- with the row (adksession_states.flushes), unless Redis came back holding an older copy of the hash (a
+-- restart from an RDB snapshot, a failover to a replica that lagged, a restore): then the flusher writes the
+-- database's state plus the batch's new deltas instead of this copy (docs/design.md, "Redis behind the
+-- database"). Allowed when Redis is full (allow-oom): the flusher's writes are what frees memory.
+--
+-- KEYS[1] -> user state hash <ns>adk:{shard}:u:<app>:<user>
+-- No arguments.
+-- Returns the hash (HGETALL, m:fc counted), or an empty list when Redis does not hold it (nothing written).
+-- Bad arguments are an error reply, with nothing written.
+if #ARGV ~= 0 then
+  fail('state_read: ' .. #ARGV .. ' arguments, 0 expected')
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {}
+end
+redis.call('HINCRBY', KEYS[1], 'm:fc', 1)
+return redis.call('HGETALL', KEYS[1])
