@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -152,6 +153,10 @@ type StateRev struct {
 	// Flush is the hash's flush count after this read (m:fc, counted by
 	// state_read.lua; 0 for an app's state, which is not counted).
 	Flush int64
+	// Orders are, for an app's state, the order number of the change that
+	// last wrote each key (app_order.lua; a key without one was put back
+	// from the database or written before changes were numbered).
+	Orders map[string]int64
 }
 
 func stateRev(h map[string]string) (StateRev, error) {
@@ -165,13 +170,32 @@ func stateRev(h map[string]string) (StateRev, error) {
 	return st, err
 }
 
-// AppStateRev reads an app's state (for the flusher).
+// AppStateRev reads an app's state for the flusher, with the order number
+// of the change that wrote each key (StateRev.Orders), in one MULTI: a
+// value and its number always belong together.
 func (s *Store) AppStateRev(ctx context.Context, app string) (StateRev, error) {
-	h, err := s.rdb.HGetAll(ctx, s.keys.App(app).State).Result()
+	k := s.keys.App(app)
+	var h, o *redis.MapStringStringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		h, o = p.HGetAll(ctx, k.State), p.HGetAll(ctx, k.Order)
+		return nil
+	})
 	if err != nil {
 		return StateRev{}, fmt.Errorf("read app state: %w", err)
 	}
-	return stateRev(h)
+	st, err := stateRev(h.Val())
+	if err != nil {
+		return st, err
+	}
+	st.Orders = map[string]int64{}
+	for f, v := range o.Val() {
+		if key, ok := strings.CutPrefix(f, "k:"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				st.Orders[key] = n
+			}
+		}
+	}
+	return st, nil
 }
 
 // UserStateRev reads a user's state for the flusher, counting the read

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
 )
 
@@ -253,4 +254,63 @@ func TestUserBehindDatabase(t *testing.T) {
 	got, err := e.svc.GetUserState(ctx, "app", "u")
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+}
+
+// TestAppBehindDatabase: Redis comes back holding an older copy of an app's
+// state (its hash and order hash put back by RESTORE). The next app write
+// reaches the database without putting older values back, and Redis gets
+// the database's newer keys again.
+func TestAppBehindDatabase(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+	ctx := wbCtx(t)
+	a := e.create(e.svc, "app", "u", "a", nil)
+	e.mustAppend(e.svc, a, "i1", "one", map[string]any{"app:k": 1})
+	e.flush(e.svc)
+	ak := e.keys.App("app")
+	dumps := map[string]string{}
+	for _, key := range []string{ak.State, ak.Order} {
+		d, err := e.rdb.Dump(ctx, key).Result()
+		require.NoError(t, err)
+		dumps[key] = d
+	}
+	e.mustAppend(e.svc, a, "i2", "two", map[string]any{"app:k": 2, "app:x": 2})
+	e.flush(e.svc)
+	for key, d := range dumps {
+		require.NoError(t, e.rdb.Del(ctx, key).Err())
+		require.NoError(t, e.rdb.Restore(ctx, key, 0, d).Err())
+	}
+
+	b := e.create(e.svc, "app", "v", "b", nil)
+	e.mustAppend(e.svc, b, "i3", "three", map[string]any{"app:y": 3})
+	e.flush(e.svc)
+	want := map[string]any{"k": float64(2), "x": float64(2), "y": float64(3)}
+	require.Equal(t, want, readDB(t, e.db).Apps["app"])
+	got, err := e.svc.Get(ctx, &service.GetRequest{AppName: "app", UserID: "v", SessionID: "b"})
+	require.NoError(t, err)
+	st := stateMap(got.Session)
+	require.Equal(t, []any{float64(2), float64(2), float64(3)}, []any{st["app:k"], st["app:x"], st["app:y"]},
+		"Redis has the database's newer keys back")
+}
+
+// TestFlushedMarkOnOlderCopy: a batch read from a Redis that came back
+// older before the batch was marked flushed names events (and a user
+// revision) the copy does not hold: flushed.lua leaves the copy's marks as
+// they are and gives it no TTL, so its own new writes still count as
+// unflushed (found by the crash harness: a copy marked flushed past its own
+// events was deleted with them, and its next events taken for late ones).
+func TestFlushedMarkOnOlderCopy(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), "", func(c *service.Config) { c.DisableFlusher = true })
+	ctx := wbCtx(t)
+	k := e.sessionKeys("app", "u", "s")
+	guards := e.keys.ShardKeys(k.Shard).Guards
+	require.NoError(t, e.rdb.HSet(ctx, k.Session, "m:inc", 7, "m:rev", 3, "m:fl", 2, "m:cnt", 3, "m:first", 1).Err())
+	require.NoError(t, e.rdb.HSet(ctx, k.User, "m:rev", 4, "m:fl", 3).Err())
+	keys := []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards}
+	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0).Err())
+	require.Equal(t, "2", e.hash(k.Session)["m:fl"], "the copy's own mark")
+	require.Equal(t, "3", e.hash(k.User)["m:fl"])
+	require.Equal(t, time.Duration(-1), e.pttl(k.Session))
+	require.Equal(t, time.Duration(-1), e.pttl(k.User))
 }

@@ -63,6 +63,11 @@ elseif ARGV[3] ~= '' then
   local ufl = tonumber(redis.call('HGET', user, 'm:fl') or '0')
   local urev = tonumber(redis.call('HGET', user, 'm:rev') or '0')
   local flushed = tonumber(ARGV[3])
+  -- A revision above the hash's own was read from a copy Redis no longer holds (it came back older since the
+  -- batch was read): this copy's writes are not flushed for all that.
+  if flushed > urev then
+    flushed = ufl
+  end
   if flushed > ufl then
     redis.call('HSET', user, 'm:fl', int(flushed))
     ufl = flushed
@@ -112,6 +117,12 @@ redis.call('ZREM', KEYS[6], ARGV[6])
 
 local fl, rev, cnt, first = tonumber(meta[3]), tonumber(meta[4]), tonumber(meta[5]), tonumber(meta[6])
 local seq = tonumber(ARGV[2])
+if seq > rev then
+  -- The batch read events this copy does not hold: Redis came back older since (docs/design.md, "Redis
+  -- behind the database"). Its own writes are not flushed for all that: m:fl stays (so the flusher tells its
+  -- new events from late ones), nothing is trimmed, nothing expires.
+  return 0
+end
 if seq > fl then
   fl = seq
   redis.call('HSET', sess, 'm:fl', int(fl))

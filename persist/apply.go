@@ -73,10 +73,14 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 	if err != nil {
 		return nil, err
 	}
-	if b, err = s.rebaseTx(ctx, tx, b, sessions, facts, states, flushes); err != nil {
+	out, err := s.rebaseTx(ctx, tx, b, sessions, facts, states, flushes)
+	if err != nil {
 		return nil, err
 	}
-	return planBatch(b, sessions, states), nil
+	if out, err = s.mergeApps(ctx, tx, b, out); err != nil {
+		return nil, err
+	}
+	return planBatch(out, sessions, states), nil
 }
 
 // lockKey names a lock unambiguously: a kind letter, then each part

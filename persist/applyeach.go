@@ -159,7 +159,7 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 		states []*StateUpsert
 	}{{false, UnitAppState, p.appStates}, {true, UnitUserState, p.userStates}} {
 		for _, st := range group.states {
-			rev := stateRev{key: stateKey{app: st.AppName, user: st.UserID}, rev: st.Rev, flushes: st.Flush}
+			rev := stateRev{key: stateKey{app: st.AppName, user: st.UserID}, rev: st.Rev, flushes: st.Flush, orders: st.Orders}
 			if _, err := try(Rejected{Unit: group.unit, Key: SessionKey{AppName: st.AppName, UserID: st.UserID}}, func() error {
 				if err := s.writeStates(ctx, tx, group.users, []*StateUpsert{st}); err != nil {
 					return err

@@ -91,6 +91,14 @@ type StateUpsert struct {
 	// the database recorded, Redis came back holding an older copy of the
 	// hash: the row is rebased as with Rebase.
 	Flush int64
+	// Orders are, for an app's state, the order number of the change that
+	// last wrote each key (cache.StateRev.Orders). Apply merges the
+	// snapshot into the row key by key by these numbers (mergeApps), so an
+	// older copy never puts older values back.
+	Orders map[string]int64
+	// Merged: set by Apply once the snapshot is merged; it is written
+	// whatever its Rev.
+	Merged bool
 }
 
 // Batch is what one Apply writes, in one transaction.

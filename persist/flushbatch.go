@@ -34,6 +34,34 @@ func groupChanges(changes []cache.Change) []*sessionChanges {
 	return out
 }
 
+// putBackApps writes into Redis the app keys the database holds newer than
+// Redis's copy (Outcome.AppsBehind: Redis came back holding an older copy
+// of the app's hash), one idempotent app change per order number: a key is
+// written only where no change with a higher number wrote it since.
+func (f *Flusher) putBackApps(ctx context.Context, keys []AppKeyValue) error {
+	type change struct {
+		app   string
+		order int64
+	}
+	pairs := map[change][]cache.Pair{}
+	var order []change
+	for _, k := range keys {
+		c := change{k.App, k.Order}
+		if _, ok := pairs[c]; !ok {
+			order = append(order, c)
+		}
+		pairs[c] = append(pairs[c], cache.Pair{Key: k.Key, Value: string(k.Value)})
+	}
+	for _, c := range order {
+		id := fmt.Sprintf("db/%d", c.order)
+		err := f.opts.AppState.ApplyApp(ctx, c.app, cache.AppChange{ID: id, Order: c.order, Pairs: pairs[c], Repair: true})
+		if err != nil && !errors.Is(err, cache.ErrAppOrderLost) {
+			return fmt.Errorf("put back app %s keys newer in the database: %w", c.app, err)
+		}
+	}
+	return nil
+}
+
 // repairAppState applies the app deltas of the batch's entries to Redis
 // again: a no-op for those their writer applied, the repair for a writer
 // that failed between its two steps. The repair goes by the order number
@@ -201,7 +229,8 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 			return nil, err
 		}
 		if st.OK && st.Dead < st.Rev {
-			sb.addState([2]string{app, ""}, c, StateUpsert{AppName: app, Rev: st.Rev, State: rawState(st.State), UpdateTime: time.Now().UTC()})
+			sb.addState([2]string{app, ""}, c, StateUpsert{AppName: app, Rev: st.Rev, State: rawState(st.State), UpdateTime: time.Now().UTC(),
+				Orders: st.Orders})
 		}
 	}
 	return sb, nil

@@ -357,6 +357,9 @@ func (f *Flusher) flushShard(ctx context.Context, shard int) (int, error) {
 		sb.reject(rejected)
 	}
 	sb.rebased(sb.batch.Outcome)
+	if err := f.putBackApps(ctx, sb.batch.Outcome.AppsBehind); err != nil {
+		return 0, err
+	}
 	return len(sb.ids), f.finish(ctx, sb)
 }
 

@@ -80,6 +80,7 @@ func TestMigrateFrom2(t *testing.T) {
 		for _, q := range []string{`ALTER TABLE adksession_sessions DROP COLUMN create_state`,
 			`ALTER TABLE adksession_sessions DROP COLUMN tombstone_seen`, `ALTER TABLE adksession_sessions DROP COLUMN tombstone_inc`,
 			`ALTER TABLE adksession_sessions DROP COLUMN written_update`, `ALTER TABLE adksession_states DROP COLUMN flushes`,
+			`ALTER TABLE adksession_states DROP COLUMN orders`,
 			`DELETE FROM adksession_schema_migrations WHERE version >= 3`} {
 			_, err := s.db.Exec(q)
 			must(t, err)

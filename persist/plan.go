@@ -49,7 +49,8 @@ type stateSeed struct {
 type stateRev struct {
 	key     stateKey
 	rev     int64
-	flushes int64 // the flush count of the Redis hash the row was read from (StateUpsert.Flush)
+	flushes int64            // the flush count of the Redis hash the row was read from (StateUpsert.Flush)
+	orders  map[string]int64 // an app's key orders (StateUpsert.Orders); nil keeps the recorded ones
 }
 
 // planBatch decides which parts of b apply, given the bookkeeping rows of
@@ -140,7 +141,7 @@ func planStates(in []StateUpsert, tracked map[stateKey]int64, revs *[]stateRev) 
 	for i := range in {
 		s := &in[i]
 		k := stateKey{app: s.AppName, user: s.UserID}
-		if rev, ok := tracked[k]; ok && s.Rev <= rev {
+		if rev, ok := tracked[k]; ok && s.Rev <= rev && !s.Merged {
 			continue
 		}
 		if l, ok := latest[k]; !ok || s.Rev >= l.Rev {
@@ -150,7 +151,7 @@ func planStates(in []StateUpsert, tracked map[stateKey]int64, revs *[]stateRev) 
 	var out []*StateUpsert
 	for _, k := range sortedKeys(latest, compareStateKeys) {
 		out = append(out, latest[k])
-		*revs = append(*revs, stateRev{key: k, rev: latest[k].Rev, flushes: latest[k].Flush})
+		*revs = append(*revs, stateRev{key: k, rev: latest[k].Rev, flushes: latest[k].Flush, orders: latest[k].Orders})
 	}
 	return out
 }

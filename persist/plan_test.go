@@ -118,7 +118,7 @@ func TestPlanStates(t *testing.T) {
 	same(t, "app rev", p.appStates[0].Rev, int64(6))
 	same(t, "user states", len(p.userStates), 2)
 	same(t, "user", p.userStates[0].UserID+itoa(p.userStates[0].Rev)+p.userStates[1].UserID+itoa(p.userStates[1].Rev), "u13u21")
-	same(t, "tracked revs", p.stateRevs, []stateRev{{stateKey{"app", ""}, 6, 0}, {stateKey{"app", "u1"}, 3, 0}, {stateKey{"app", "u2"}, 1, 0}})
+	same(t, "tracked revs", p.stateRevs, []stateRev{{stateKey{"app", ""}, 6, 0, nil}, {stateKey{"app", "u1"}, 3, 0, nil}, {stateKey{"app", "u2"}, 1, 0, nil}})
 	// The {} rows get the earliest create time of the batch's sessions.
 	same(t, "ensure apps", p.ensureApps, []stateSeed{{stateKey{"app", ""}, upsert(skey("r"), inc1, 0, 0).CreateTime}})
 	same(t, "ensure users", p.ensureUsers, []stateSeed{{stateKey{"app", "u1"}, upsert(skey("r"), inc1, 0, 0).CreateTime}})

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -42,6 +43,18 @@ type Outcome struct {
 	// RebasedUsers are the users (AppName, UserID) whose state was written
 	// as the database's plus the batch's new deltas.
 	RebasedUsers []SessionKey
+	// AppsBehind are app keys whose value in the database is newer (a
+	// higher order number) than in Redis's copy: the flusher puts them back
+	// into Redis, each key only where no newer change wrote it since.
+	AppsBehind []AppKeyValue
+}
+
+// AppKeyValue is one app key as the database holds it, with the order
+// number of the change that wrote it.
+type AppKeyValue struct {
+	App, Key string
+	Value    json.RawMessage
+	Order    int64
 }
 
 // dbSession is what the database holds of a session being rebased.
@@ -344,4 +357,75 @@ func scopeOf(key string) int {
 		return scopeTemp
 	}
 	return scopeSession
+}
+
+// mergeApps merges each app snapshot of b into its row key by key, by the
+// order number of the change that wrote each key (StateUpsert.Orders): a key
+// takes Redis's value only when Redis's number for it is higher than the one
+// the row records (or, for keys neither side numbered, when the snapshot is
+// newer, as before numbers). So an older copy of the app's hash (Redis
+// behind the database) never puts older values back, and a newer key of the
+// row that Redis lacks is reported in b.Outcome.AppsBehind. It returns b
+// with the merged snapshots (b itself is left as it is, but for its
+// Outcome).
+func (s *Store) mergeApps(ctx context.Context, tx *sql.Tx, b, out *Batch) (*Batch, error) {
+	if len(out.AppStates) == 0 {
+		return out, nil
+	}
+	if out == b {
+		out = cloneBatch(b)
+	}
+	apps := out.AppStates
+	out.AppStates = nil
+	for _, snap := range apps {
+		st := &snap
+		var state stateColumn
+		var rev sql.NullInt64
+		var orders sql.NullString
+		var updated nullTime
+		err := tx.QueryRowContext(ctx, `SELECT a.state, a.update_time, t.rev, t.orders FROM app_states AS a
+LEFT JOIN adksession_states AS t ON t.app_name = a.app_name AND t.user_id = ''
+WHERE a.app_name = $1`, st.AppName).Scan(&state, &updated, &rev, &orders)
+		if errors.Is(err, sql.ErrNoRows) {
+			out.AppStates = append(out.AppStates, snap) // the first snapshot of the app: written as it is
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read app state of %q to merge: %w", st.AppName, err)
+		}
+		dbOrders := map[string]int64{}
+		if orders.Valid {
+			_ = json.Unmarshal([]byte(orders.String), &dbOrders) // unreadable: as if unnumbered
+		}
+		merged, mergedOrders := maps.Clone(map[string]json.RawMessage(state)), maps.Clone(dbOrders)
+		if merged == nil {
+			merged = map[string]json.RawMessage{}
+		}
+		changed := false
+		for k, v := range st.State {
+			o, do := st.Orders[k], dbOrders[k]
+			old, inDB := state[k]
+			if o > do || (o == 0 && do == 0 && (!inDB || st.Rev > rev.Int64)) {
+				changed = changed || !inDB || !bytes.Equal(old, v) || o > do
+				merged[k] = v
+				if o > 0 {
+					mergedOrders[k] = o
+				}
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(dbOrders)) {
+			if do := dbOrders[k]; do > st.Orders[k] {
+				b.Outcome.AppsBehind = append(b.Outcome.AppsBehind, AppKeyValue{App: st.AppName, Key: k, Value: state[k], Order: do})
+			}
+		}
+		if !changed {
+			continue // the row holds it all already: nothing to write
+		}
+		if updated.valid && updated.t.After(st.UpdateTime) {
+			st.UpdateTime = updated.t
+		}
+		st.State, st.Orders, st.Merged, st.Rev = merged, mergedOrders, true, max(st.Rev, rev.Int64)
+		out.AppStates = append(out.AppStates, snap)
+	}
+	return out, nil
 }

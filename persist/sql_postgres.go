@@ -73,9 +73,11 @@ SELECT k.app_name, k.user_id, j.value, k.update_time
 FROM unnest($1::text[], $2::text[], $4::timestamp[]) WITH ORDINALITY AS k(app_name, user_id, update_time, n)
 JOIN jsonb_array_elements($3::jsonb) WITH ORDINALITY AS j(value, n) ON j.n = k.n
 ON CONFLICT (app_name, user_id) DO UPDATE SET state = EXCLUDED.state, update_time = EXCLUDED.update_time`,
-		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev, flushes)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev, flushes, orders)
+SELECT k.app_name, k.user_id, k.rev, k.flushes, NULLIF(k.orders, '')::jsonb
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS k(app_name, user_id, rev, flushes, orders)
 ON CONFLICT (app_name, user_id) DO UPDATE
-SET rev = EXCLUDED.rev, flushes = GREATEST(adksession_states.flushes, EXCLUDED.flushes)`,
+SET rev = EXCLUDED.rev, flushes = GREATEST(adksession_states.flushes, EXCLUDED.flushes),
+  orders = COALESCE(EXCLUDED.orders, adksession_states.orders)`,
 	},
 }

@@ -48,9 +48,10 @@ ON CONFLICT DO NOTHING`,
 		upsertUserStates: `INSERT INTO user_states (app_name, user_id, state, update_time)
 SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each($1) WHERE true
 ON CONFLICT (app_name, user_id) DO UPDATE SET state = excluded.state, update_time = excluded.update_time`,
-		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev, flushes)
-SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each($1) WHERE true
+		trackStates: `INSERT INTO adksession_states (app_name, user_id, rev, flushes, orders)
+SELECT value->>0, value->>1, value->>2, value->>3, NULLIF(value->>4, '') FROM json_each($1) WHERE true
 ON CONFLICT (app_name, user_id) DO UPDATE
-SET rev = excluded.rev, flushes = MAX(COALESCE(adksession_states.flushes, 0), excluded.flushes)`,
+SET rev = excluded.rev, flushes = MAX(COALESCE(adksession_states.flushes, 0), excluded.flushes),
+  orders = COALESCE(excluded.orders, adksession_states.orders)`,
 	},
 }

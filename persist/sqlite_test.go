@@ -35,6 +35,7 @@ WHERE m.type = 'table' ORDER BY m.name, p.cid`), [][]string{
 		{"adksession_states", "user_id", "VARCHAR(191)", "1", "2"},
 		{"adksession_states", "rev", "BIGINT", "1", "0"},
 		{"adksession_states", "flushes", "BIGINT", "0", "0"},
+		{"adksession_states", "orders", "TEXT", "0", "0"},
 		{"app_states", "app_name", "VARCHAR(191)", "1", "1"},
 		{"app_states", "state", "TEXT", "1", "0"},
 		{"app_states", "update_time", "DATETIME", "1", "0"},

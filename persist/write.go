@@ -140,11 +140,21 @@ func (s *Store) writeStates(ctx context.Context, tx *sql.Tx, users bool, states 
 func (s *Store) writeStateRevs(ctx context.Context, tx *sql.Tx, stateRevs []stateRev) error {
 	var c columns
 	var revs, flushes []int64
+	var orders []string
 	for _, r := range stateRevs {
 		c.add(0, r.key.app).add(1, r.key.user)
 		revs, flushes = append(revs, r.rev), append(flushes, r.flushes)
+		o := ""
+		if r.orders != nil {
+			b, err := json.Marshal(r.orders)
+			if err != nil {
+				return fmt.Errorf("%w: key orders of %s: %w", ErrInvalidBatch, stateName(r.key.app, r.key.user), err)
+			}
+			o = string(b)
+		}
+		orders = append(orders, o)
 	}
-	return s.exec(ctx, tx, "track states", s.d.q.trackStates, append(c.take(2), revs, flushes)...)
+	return s.exec(ctx, tx, "track states", s.d.q.trackStates, append(c.take(2), revs, flushes, orders)...)
 }
 
 // stateName names an app's state (user "") or a user's in messages.

@@ -14,3 +14,10 @@ ALTER TABLE adksession_sessions ADD COLUMN IF NOT EXISTS written_update bigint;
 -- then the row is written as the database's state plus the batch's new
 -- deltas (docs/design.md, "Redis behind the database"). NULL: unknown.
 ALTER TABLE adksession_states ADD COLUMN IF NOT EXISTS flushes bigint;
+-- adksession_states.orders: for an app's row, the order number (app_order.lua)
+-- of the change that last wrote each key, a JSON object. The flusher merges
+-- an app's Redis state into the row key by key: a key is written only when
+-- Redis's number for it is higher, so a Redis holding an older copy of the
+-- app's hash never puts older values back (docs/design.md, "Redis behind the
+-- database"). NULL: unknown (rows written before this migration).
+ALTER TABLE adksession_states ADD COLUMN IF NOT EXISTS orders jsonb;
