@@ -317,6 +317,7 @@ type crashHarness struct {
 	everInDB   map[sessKey]map[string]bool // event ids the database held before some Redis kill
 	serveKills int
 	redisKills int
+	schedule   []byte // the faults in order: s (serve), r (Redis), b (both)
 }
 
 // crashClient is one client's sessions.
@@ -379,6 +380,7 @@ func runCrash(t *testing.T, bin string, mode crashMode, seed uint64) {
 		if mode.killRedis {
 			action = rng.IntN(4) // 0, 1: serve; 2: Redis; 3: both
 		}
+		h.schedule = append(h.schedule, "ssrb"[action])
 		switch action {
 		case 2:
 			h.killRedis()
@@ -421,11 +423,11 @@ func runCrash(t *testing.T, bin string, mode crashMode, seed uint64) {
 	r := h.check()
 	t.Logf("%s (seed %d): %d serve kills, %d Redis kills (%d BGSAVEs); %d appends acknowledged (%d attempts retried: %s; "+
 		"slowest event %v), %d in Postgres; missing %d (%d lost with Redis before flush, %d otherwise), duplicated %d, "+
-		"reordered %d, never acknowledged %d; state mismatches %d (%d keys of stored events lost, %d keys of events not stored); took %v",
+		"reordered %d, never acknowledged %d; state mismatches %d (%d keys of stored events lost, %d keys of events not stored); took %v; faults %s",
 		mode.name, seed, h.serveKills, h.redisKills, h.saves.Load(), h.l.total.Load(), h.l.retried.Load(), h.l.failures(),
 		time.Duration(h.l.slowest.Load()).Round(time.Millisecond), r.stored, r.lostWithRedis+r.missing, r.lostWithRedis,
 		r.missing, r.duplicated, r.reordered, r.unknown, r.stateMismatches, r.stateDropped, r.stateOfMissing,
-		time.Since(began).Round(time.Second))
+		time.Since(began).Round(time.Second), h.schedule)
 	for _, p := range r.problems[:min(len(r.problems), 20)] {
 		t.Error(p)
 	}
@@ -639,6 +641,12 @@ func (h *crashHarness) killRedis() {
 	}
 	h.redis.Kill(h.t)
 	h.redis.Start(h.t)
+	// Redis answers while it loads its files, refusing commands with
+	// LOADING, and serve does not start on a Redis that refuses them.
+	waitUntil(h.t, time.Minute, "Redis to load its files", func() bool {
+		info, err := testenv.RespDo(h.redis.Addr, "INFO", "persistence")
+		return err == nil && strings.Contains(info, "loading:0")
+	})
 	h.restored = append(h.restored, h.saveGen.Load()) // the last BGSAVE has finished (saveMu)
 	h.epoch.Add(1)
 	h.redisKills++
