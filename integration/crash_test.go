@@ -645,7 +645,7 @@ func (h *crashHarness) killRedis() {
 	// LOADING, and serve does not start on a Redis that refuses them.
 	waitUntil(h.t, time.Minute, "Redis to load its files", func() bool {
 		info, err := testenv.RespDo(h.redis.Addr, "INFO", "persistence")
-		return err == nil && strings.Contains(info, "loading:0")
+		return err == nil && strings.Contains(info, "\r\nloading:0\r\n") // not async_loading
 	})
 	h.restored = append(h.restored, h.saveGen.Load()) // the last BGSAVE has finished (saveMu)
 	h.epoch.Add(1)
