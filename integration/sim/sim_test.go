@@ -149,6 +149,9 @@ func runSeed(t *testing.T, srv *servers, m mode, seed int64, steps int) (int64, 
 			counts = append(counts, fmt.Sprintf("%s=%d", opKind(k), n))
 		}
 	}
+	if n := d.knownDup.Load(); n > 0 {
+		counts = append(counts, fmt.Sprintf("known-dup-over-db=%d", n))
+	}
 	t.Logf("seed %d: %d operations (%s)", seed, d.ops.Load(), strings.Join(counts, " "))
 	return d.ops.Load(), failure == ""
 }
