@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 )
 
 // snapshot is Redis's state taken by a snapshot fault, until its regress.

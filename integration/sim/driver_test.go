@@ -57,7 +57,7 @@ type driver struct {
 	ops     atomic.Int64
 	// knownDup: retried events stored again by an older Redis copy (open finding)
 	knownDup atomic.Int64
-	counts  [len(opNames)]atomic.Int64
+	counts   [len(opNames)]atomic.Int64
 }
 
 // failf records the run's first failure and stops every client.
