@@ -240,7 +240,7 @@ func (d *driver) checkpoint(round int) {
 		d.failf("checkpoint %d: %v", round, err)
 		return
 	}
-	if d.sh.Clients > 1 && d.sh.Faults && d.e.cluster == nil && d.snap == nil && rng.IntN(3) == 0 {
+	if d.sh.Clients > 1 && d.sh.Faults && d.sh.Behind && d.e.cluster == nil && d.snap == nil && rng.IntN(3) == 0 {
 		// The next checkpoint restarts Redis from this snapshot.
 		if err := d.takeSnapshot(ctx, "rdb", 0); err != nil {
 			d.failf("checkpoint %d: %v", round, err)

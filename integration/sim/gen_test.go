@@ -144,6 +144,7 @@ type shape struct {
 	Clients, Slots, Users, Apps, Services, Shared int
 	Cluster                                       bool
 	Faults                                        bool
+	Behind                                        bool // Redis behind the database: snapshot/regress faults, the ADK writer
 }
 
 // Identities: odd characters in every kind of id (SPEC 7: they never collide).
@@ -203,7 +204,7 @@ func (g *gen) weights() []weighted {
 	if g.pgDown == 0 {
 		ws = append(ws, weighted{opFlush, 2})
 	}
-	if g.sh.Faults {
+	if g.sh.Faults && g.sh.Behind {
 		ws = append(ws, weighted{opADK, 1})
 	}
 	if g.client == 0 && g.sh.Faults && g.snap {
@@ -212,7 +213,10 @@ func (g *gen) weights() []weighted {
 		return append(ws, weighted{opEvict, 3}, weighted{opFlusherKill, 1}, weighted{opRegress, 3})
 	}
 	if g.client == 0 && g.sh.Faults {
-		ws = append(ws, weighted{opEvict, 3}, weighted{opFlusherKill, 1}, weighted{opRedisRestart, 1}, weighted{opSnapshot, 1})
+		ws = append(ws, weighted{opEvict, 3}, weighted{opFlusherKill, 1}, weighted{opRedisRestart, 1})
+		if g.sh.Behind {
+			ws = append(ws, weighted{opSnapshot, 1})
+		}
 		if g.pgDown == 0 {
 			ws = append(ws, weighted{opPgStop, 1})
 		}
