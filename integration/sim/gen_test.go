@@ -28,6 +28,7 @@ const (
 	opShared // append to a session every client appends to
 	opFlush
 	opCheck
+	opADK // ADK Python appends to one of the client's sessions in the database
 	// Faults (client 0 only).
 	opEvict
 	opFlushAll
@@ -36,11 +37,13 @@ const (
 	opPgStart
 	opRedisRestart
 	opFailover
+	opSnapshot // Redis's state taken: an RDB snapshot (SAVE) or one session's keys (DUMP)
+	opRegress  // Redis put back to the snapshot: restarted from the RDB, or the keys restored
 )
 
 var opNames = [...]string{"create", "append", "get", "list", "user-state", "delete", "rewind", "end-invocation",
-	"shared-append", "flush", "check", "evict", "flushall", "flusher-kill", "pg-stop", "pg-start", "redis-restart",
-	"failover"}
+	"shared-append", "flush", "check", "adk-append", "evict", "flushall", "flusher-kill", "pg-stop", "pg-start", "redis-restart",
+	"failover", "snapshot", "regress"}
 
 func (k opKind) String() string { return opNames[k] }
 
@@ -127,8 +130,10 @@ func (o *op) String() string {
 		fmt.Fprintf(&b, " count=%d pick=%d", o.Count, o.Pick)
 	case opFlusherKill, opRedisRestart, opFailover:
 		fmt.Fprintf(&b, " delay=%v pick=%d", o.Delay, o.Pick)
-	case opPgStop:
+	case opPgStop, opSnapshot:
 		fmt.Fprintf(&b, " mode=%s", o.Mode)
+	case opADK:
+		fmt.Fprintf(&b, " slot=%d pick=%d", o.Slot, o.Pick)
 	}
 	return b.String()
 }
@@ -139,6 +144,7 @@ type shape struct {
 	Clients, Slots, Users, Apps, Services, Shared int
 	Cluster                                       bool
 	Faults                                        bool
+	Behind                                        bool // Redis behind the database: snapshot/regress faults, the ADK writer
 }
 
 // Identities: odd characters in every kind of id (SPEC 7: they never collide).
@@ -176,6 +182,7 @@ type gen struct {
 	step   int
 	clock  int64 // virtual clock, µs
 	pgDown int   // steps left until pg-start (client 0), 0: up
+	snap   bool  // a snapshot was taken and not put back yet (client 0)
 }
 
 func newGen(seed int64, client int, sh shape) *gen {
@@ -197,8 +204,19 @@ func (g *gen) weights() []weighted {
 	if g.pgDown == 0 {
 		ws = append(ws, weighted{opFlush, 2})
 	}
+	if g.sh.Faults && g.sh.Behind {
+		ws = append(ws, weighted{opADK, 1})
+	}
+	if g.client == 0 && g.sh.Faults && g.snap {
+		// Between a snapshot and its regress: no fault that would take
+		// Redis's state elsewhere (the regress tells the model what it loses).
+		return append(ws, weighted{opEvict, 3}, weighted{opFlusherKill, 1}, weighted{opRegress, 3})
+	}
 	if g.client == 0 && g.sh.Faults {
 		ws = append(ws, weighted{opEvict, 3}, weighted{opFlusherKill, 1}, weighted{opRedisRestart, 1})
+		if g.sh.Behind {
+			ws = append(ws, weighted{opSnapshot, 1})
+		}
 		if g.pgDown == 0 {
 			ws = append(ws, weighted{opPgStop, 1})
 		}
@@ -267,6 +285,17 @@ func (g *gen) next() *op {
 	case opPgStop:
 		o.Mode = []string{"fast", "immediate"}[g.rng.IntN(2)]
 		g.pgDown = 3 + g.rng.IntN(12)
+	case opSnapshot:
+		g.snap = true
+		// An RDB snapshot of the standalone Redis in the single mode (in the
+		// concurrent mode the checkpoints take and restore them); one
+		// session's keys otherwise.
+		o.Mode = "dump"
+		if !g.sh.Cluster && g.sh.Clients == 1 && g.rng.IntN(2) == 0 {
+			o.Mode = "rdb"
+		}
+	case opRegress:
+		g.snap = false
 	}
 	return o
 }

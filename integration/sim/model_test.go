@@ -47,6 +47,9 @@ type mEvent struct {
 	Client int
 	Req    int64
 	Sent   *service.Event
+	// ADK: written to the database as ADK Python's append_event writes it
+	// (opADK), not through the service.
+	ADK bool
 }
 
 // mSession is one incarnation of a session.
@@ -62,6 +65,34 @@ type mSession struct {
 	// LostAt: when the model last learnt that Redis may have lost the temp
 	// state (zero: never).
 	LostAt time.Time
+	// Behind: Redis may hold an older copy of the session than the database
+	// (a restart from an older snapshot, an old copy of its keys put back,
+	// ADK rows appended to the database; docs/design.md, "Redis behind the
+	// database"). Until the copy is gone, a read may answer View (the copy's
+	// events, those appended since with the timestamps Redis answered)
+	// instead of Events (the database's, which are the authority: the events
+	// appended since go after the database's, each moved to the previous one
+	// + 1 µs when not after it).
+	Behind bool
+	View   []*mEvent
+	// FlushedN: events a complete flush wrote to the database (a
+	// regression may not lose them).
+	FlushedN int
+}
+
+// views are the event lists a read of the session may answer.
+func (s *mSession) views() [][]*mEvent {
+	if !s.Behind {
+		return [][]*mEvent{s.Events}
+	}
+	return [][]*mEvent{s.Events, s.View}
+}
+
+// as is the session with the events of view evs (for predictions and checks).
+func (s *mSession) as(evs []*mEvent) *mSession {
+	c := *s
+	c.Events = evs
+	return &c
 }
 
 func newSession(inc int64, initial map[string]any) *mSession {
@@ -261,11 +292,15 @@ type Model struct {
 	// "user/<app>/<user>/<key>", "sess/<session>/<key>"), for reads that race
 	// another client's writes.
 	Written map[string][]any
+	// Loose: user and app keys (written keys) that Redis may hold behind the
+	// database since a regression, with the values they may read as (absent{}
+	// among them), in Redis and in the database, until they are written again.
+	Loose map[string][]any
 }
 
 func newModel() *Model {
 	return &Model{Sessions: map[sessKey]*mSession{}, Users: map[userKey]map[string]any{},
-		Apps: map[string]map[string]any{}, AppPending: map[string]map[string][]any{}, Written: map[string][]any{}}
+		Apps: map[string]map[string]any{}, AppPending: map[string]map[string][]any{}, Written: map[string][]any{}, Loose: map[string][]any{}}
 }
 
 func writtenKey(k sessKey, key string) string {
@@ -299,6 +334,14 @@ func (m *Model) applyScoped(k sessKey, user, app map[string]any) {
 		m.Apps[k.App] = map[string]any{}
 	}
 	maps.Copy(m.Apps[k.App], app)
+	// A key written again after a regression reads exactly again: the
+	// database's state with each acknowledged delta applied (key by key).
+	for key := range user {
+		delete(m.Loose, "user/"+k.App+"/"+k.User+"/"+key)
+	}
+	for key := range app {
+		delete(m.Loose, "app/"+k.App+"/"+key)
+	}
 }
 
 // created records an acknowledged Create (create time inc µs).
@@ -308,6 +351,57 @@ func (m *Model) created(k sessKey, inc int64, state map[string]any) {
 	sess, user, app, _ := split(state)
 	m.Sessions[k] = newSession(inc, sess)
 	m.applyScoped(k, user, app)
+}
+
+// adkAppended records an event ADK wrote to the database (opADK): Redis's
+// copy, if any, no longer holds every event of the session.
+func (m *Model) adkAppended(k sessKey, e *mEvent, user map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	if !s.Behind {
+		s.Behind, s.View = true, slices.Clone(s.Events)
+	}
+	s.Events = append(s.Events, e)
+	uk := userKey{k.App, k.User}
+	m.applyScoped(k, user, nil)
+	for key, v := range user {
+		// Redis's user hash does not hold ADK's write: it may read as before
+		// until the user is rebased (or its hash goes).
+		w := "user/" + k.App + "/" + k.User + "/" + key
+		m.Written[w] = append(m.Written[w], v)
+		m.looseKey(w, m.Users[uk], key)
+	}
+}
+
+// looseKey: written key w (its scope's current map cur, its name key) may
+// read as any value it was ever sent, or as absent, until it is written
+// again (Redis regressed behind the database). Called with m.mu held.
+func (m *Model) looseKey(w string, cur map[string]any, key string) {
+	alts := append([]any{absent{}}, m.Written[w]...)
+	if v, ok := cur[key]; ok {
+		alts = append(alts, v)
+	}
+	m.Loose[w] = alts
+}
+
+// looseScopes makes every user key of the users (allUsers: of every user)
+// and, with allApps, every app key loose.
+func (m *Model) looseScopes(users map[userKey]bool, allUsers, allApps bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for w := range m.Written {
+		for u, cur := range m.Users {
+			if key, ok := strings.CutPrefix(w, "user/"+u.App+"/"+u.User+"/"); ok && (allUsers || users[u]) {
+				m.looseKey(w, cur, key)
+			}
+		}
+		for app, cur := range m.Apps {
+			if key, ok := strings.CutPrefix(w, "app/"+app+"/"); ok && allApps {
+				m.looseKey(w, cur, key)
+			}
+		}
+	}
 }
 
 // appended records an acknowledged event (ts = stored timestamp) sent at
@@ -320,12 +414,31 @@ func (m *Model) appended(k sessKey, e *mEvent, temp map[string]any, userD, appD 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.Sessions[k]
+	if s.Behind {
+		// Redis answered e's timestamp after its copy's last event; the
+		// database stores it after its own last one.
+		r := *e
+		s.View = append(s.View, &r)
+		if len(s.Events) > 0 && e.Ts <= s.lastTs() {
+			e.Ts = s.lastTs() + 1
+		}
+	}
 	s.Events = append(s.Events, e)
 	s.applyTemp(e.Inv, temp)
-	if s.LostAt.After(since) {
+	if s.LostAt.After(since) || s.Behind {
+		// Behind: the flush that rebases the session deletes its keys.
 		s.TempSure = map[string]bool{}
 	}
 	m.applyScoped(k, userD, appD)
+}
+
+// viewAppended records an event only Redis's older copy of k holds.
+func (m *Model) viewAppended(k sessKey, e *mEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	s.View = append(s.View, e)
+	s.TempSure = map[string]bool{}
 }
 
 func (m *Model) deleted(k sessKey) {
@@ -365,6 +478,9 @@ func (m *Model) flushed() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.AppPending = map[string]map[string][]any{}
+	for _, s := range m.Sessions {
+		s.FlushedN = len(s.Events)
+	}
 }
 
 // tempLostOf: Redis may have lost the temp state of k (an evicted key).
@@ -416,10 +532,10 @@ func (m *Model) session(k sessKey) *mSession {
 }
 
 // merged is the state a Get of k must return, without temp: keys.
-func (m *Model) merged(k sessKey) map[string]any {
+func (m *Model) merged(k sessKey, evs []*mEvent) map[string]any {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.Sessions[k].state()
+	st := m.Sessions[k].as(evs).state()
 	for kk, v := range m.Users[userKey{k.App, k.User}] {
 		st[userPrefix+kk] = v
 	}
@@ -459,7 +575,22 @@ func ownerOf(key string) int {
 // hold any of its values. With inv, temp: keys of that invocation are
 // expected (those Redis may have lost may be absent).
 func (m *Model) stateDiff(k sessKey, got map[string]any, me int, owned bool, inv string) []string {
-	want := m.merged(k)
+	var first []string
+	for i, evs := range m.session(k).views() {
+		diffs := m.stateDiffOf(k, evs, got, me, owned, inv)
+		if len(diffs) == 0 {
+			return nil
+		}
+		if i == 0 {
+			first = diffs
+		}
+	}
+	return first
+}
+
+// stateDiffOf is stateDiff for the session holding events evs.
+func (m *Model) stateDiffOf(k sessKey, evs []*mEvent, got map[string]any, me int, owned bool, inv string) []string {
+	want := m.merged(k, evs)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.Sessions[k]
@@ -508,6 +639,9 @@ func (m *Model) stateDiff(k sessKey, got map[string]any, me int, owned bool, inv
 // looseOK tells whether a value that differs from the model is allowed: a key
 // of another client (racing writes), or a pending app key. Called with m.mu held.
 func (m *Model) looseOK(k sessKey, key string, g any, present bool, me int, owned bool) bool {
+	if m.looseValue(writtenKey(k, key), g, present) {
+		return true
+	}
 	if scopeOf(key) == scopeApp {
 		for _, v := range m.AppPending[k.App][strings.TrimPrefix(key, appPrefix)] {
 			if _, gone := v.(absent); gone && !present || present && reflect.DeepEqual(v, g) {
@@ -527,6 +661,17 @@ func (m *Model) looseOK(k sessKey, key string, g any, present bool, me int, owne
 	}
 	for _, v := range m.Written[writtenKey(k, key)] {
 		if reflect.DeepEqual(v, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// looseValue tells whether written key w is loose and may read as g (or,
+// not present, as absent). Called with m.mu held.
+func (m *Model) looseValue(w string, g any, present bool) bool {
+	for _, v := range m.Loose[w] {
+		if _, gone := v.(absent); gone && !present || present && reflect.DeepEqual(v, g) {
 			return true
 		}
 	}

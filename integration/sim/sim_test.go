@@ -25,6 +25,7 @@ var (
 	simClients  = flag.Int("sim.clients", 0, "clients of the concurrent mode (default 4)")
 	simHistory  = flag.String("sim.history", "", "directory for run histories (default $TMPDIR/adksession-sim)")
 	simKeep     = flag.Bool("sim.keep", false, "write the history of passing runs too")
+	simBehind   = flag.Bool("sim.behind", false, "the concurrent mode runs the Redis-behind-the-database faults and the ADK writer too (the single mode always does)")
 )
 
 // quiet drops go-redis's own log lines (a dial refused while a fault runs
@@ -57,9 +58,9 @@ func modes(cluster bool) []mode {
 	}
 	return []mode{
 		// One client: the operations, and their order, are a pure function of the seed.
-		{"single", shape{Clients: 1, Slots: 6, Users: 3, Apps: 2, Services: 3, Shared: 1, Cluster: cluster, Faults: true}, 480, 60, single},
+		{"single", shape{Clients: 1, Slots: 6, Users: 3, Apps: 2, Services: 3, Shared: 1, Cluster: cluster, Faults: true, Behind: true}, 480, 60, single},
 		// Several clients over several services, faults meanwhile.
-		{"concurrent", shape{Clients: clients, Slots: 4, Users: 3, Apps: 2, Services: 3, Shared: 2, Cluster: cluster, Faults: true}, 160, 40, concurrent},
+		{"concurrent", shape{Clients: clients, Slots: 4, Users: 3, Apps: 2, Services: 3, Shared: 2, Cluster: cluster, Faults: true, Behind: *simBehind}, 160, 40, concurrent},
 	}
 }
 
@@ -148,6 +149,9 @@ func runSeed(t *testing.T, srv *servers, m mode, seed int64, steps int) (int64, 
 		if n := d.counts[k].Load(); n > 0 {
 			counts = append(counts, fmt.Sprintf("%s=%d", opKind(k), n))
 		}
+	}
+	if n := d.knownDup.Load(); n > 0 {
+		counts = append(counts, fmt.Sprintf("known-dup-over-db=%d", n))
 	}
 	t.Logf("seed %d: %d operations (%s)", seed, d.ops.Load(), strings.Join(counts, " "))
 	return d.ops.Load(), failure == ""

@@ -1,0 +1,401 @@
+package sim
+
+// Redis behind the database (docs/design.md, "Redis behind the database";
+// docs/simulation.md, "Faults"): Redis restarted from an RDB snapshot older
+// than the last flush, an old copy of a session's keys put back, and ADK
+// Python appending rows to the database between the service's writes.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// snapshot is Redis's state taken by a snapshot fault, until its regress.
+type snapshot struct {
+	mode  string            // "rdb": the whole Redis (SAVE); "dump": one session's keys
+	key   sessKey           // dump: the session
+	dumps map[string]string // dump: key -> DUMP (absent keys are not in it)
+	keys  []string          // dump: the keys put back
+	lens  map[sessKey]int   // events each session had when it was taken
+}
+
+// blocked tells whether creates and deletes of k wait for the regress: the
+// model follows a session whose incarnation Redis and the database agree on
+// (a delete a regressed Redis undoes is not covered, docs/design.md).
+func (d *driver) blocked(k sessKey) bool {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	return d.snap != nil && (d.snap.mode == "rdb" || d.snap.key == k)
+}
+
+// takeSnapshot takes Redis's state (test goroutine; every client that could
+// touch what it takes has settled): SAVE, or DUMP of the keys of client 0's
+// session o.Slot (its user hash too in the single mode: in the concurrent
+// mode other clients write that hash meanwhile, and read their keys exactly).
+func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error {
+	snap := &snapshot{mode: mode, lens: map[sessKey]int{}}
+	d.m.mu.Lock()
+	for k, s := range d.m.Sessions {
+		if mode == "rdb" && s.Behind {
+			d.m.mu.Unlock()
+			d.hist.add("  fault: no snapshot: %v may be behind the database already", k)
+			return nil
+		}
+		snap.lens[k] = len(s.Events)
+	}
+	d.m.mu.Unlock()
+	switch mode {
+	case "rdb":
+		if err := faultRetry(ctx, func() error { return d.e.rdb.Save(ctx).Err() }); err != nil {
+			return fmt.Errorf("SAVE: %w", err)
+		}
+	case "dump":
+		k := d.clients[0].slots[slot].key
+		s := d.m.session(k)
+		if s == nil || s.Behind {
+			d.hist.add("  fault: no snapshot of %v (not live, or behind the database already)", k)
+			return nil
+		}
+		snap.key, snap.lens = k, map[sessKey]int{k: len(s.Events)}
+		sk := d.e.keys.Session(k.App, k.User, k.SID)
+		snap.keys = []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo}
+		if d.sh.Clients == 1 {
+			snap.keys = append(snap.keys, sk.User)
+		}
+		snap.dumps = map[string]string{}
+		for _, key := range snap.keys {
+			var v string
+			err := faultRetry(ctx, func() (err error) {
+				v, err = d.e.rdb.Dump(ctx, key).Result()
+				if err == redis.Nil {
+					v, err = "", nil
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("DUMP %q: %w", key, err)
+			}
+			if v != "" {
+				snap.dumps[key] = v
+			}
+		}
+	}
+	d.snapMu.Lock()
+	d.snap = snap
+	d.snapMu.Unlock()
+	d.hist.add("  fault: snapshot (%s) taken: %d sessions", mode, len(snap.lens))
+	return nil
+}
+
+// regress puts Redis back to the snapshot and tells the model what it may
+// have lost: what was acknowledged after the snapshot and not flushed since.
+func (d *driver) regress(ctx context.Context) error {
+	d.snapMu.Lock()
+	snap := d.snap
+	d.snapMu.Unlock()
+	if snap == nil {
+		d.hist.add("  fault: no snapshot to go back to")
+		return nil
+	}
+	defer func() {
+		d.snapMu.Lock()
+		d.snap = nil
+		d.snapMu.Unlock()
+	}()
+	// No batch in flight: what the database holds is known when Redis is back.
+	d.e.mu.Lock()
+	running := len(d.e.flushers)
+	d.e.mu.Unlock()
+	d.e.stopFlushers(ctx)
+	defer d.e.startFlushers(running)
+	var keys []sessKey
+	users := map[userKey]bool{}
+	for k := range snap.lens {
+		if d.m.session(k) != nil {
+			keys = append(keys, k)
+			users[userKey{k.App, k.User}] = true
+			d.m.tempLostOf(k) // before the loss, as for an eviction
+		}
+	}
+	slices.SortFunc(keys, func(a, b sessKey) int { return cmpStr(a.String(), b.String()) })
+	switch snap.mode {
+	case "rdb":
+		d.m.looseScopes(nil, true, true)
+		d.faultBegin()
+		err := d.e.restartFromRDB()
+		d.hist.add("  fault: redis killed (SIGKILL) and restarted from the RDB snapshot: %v", err)
+		d.faultEnd()
+		if err != nil {
+			return err
+		}
+	case "dump":
+		if d.sh.Clients == 1 {
+			d.m.looseScopes(users, false, false)
+		}
+		err := faultRetry(ctx, func() error {
+			_, err := d.e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				for _, key := range snap.keys {
+					p.Del(ctx, key)
+					if v, ok := snap.dumps[key]; ok {
+						p.RestoreReplace(ctx, key, 0, v)
+					}
+				}
+				return nil
+			})
+			return err
+		})
+		d.hist.add("  fault: the keys of %v put back as they were (RESTORE REPLACE): %v", snap.key, err)
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range keys {
+		if err := d.resolve(ctx, k, snap.lens[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// restartFromRDB kills the standalone Redis and starts it from the last
+// SAVE: the dump becomes the base of a new AOF (Redis 7 with appendonly
+// loads the AOF, and an AOF whose base is an RDB file loads that file).
+func (e *env) restartFromRDB() error {
+	e.redis.Kill(e.t)
+	dir := filepath.Join(e.redis.Dir, "appendonlydir")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rdb, err := os.ReadFile(filepath.Join(e.redis.Dir, "dump.rdb"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "appendonly.aof.1.base.rdb"), rdb, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "appendonly.aof.manifest"), []byte("file appendonly.aof.1.base.rdb seq 1 type b\n"), 0o644); err != nil {
+		return err
+	}
+	e.redis.Start(e.t)
+	return e.waitRedis(time.Minute)
+}
+
+// resolve compares what the database and Redis hold of session k after a
+// regress with the model (taken had events when the snapshot was taken):
+// each holds a prefix of its events; what neither holds is lost, which is
+// allowed only of events acknowledged after the snapshot and not flushed by
+// a complete flush since. A Redis copy shorter than the database's is behind.
+func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
+	s := d.m.session(k)
+	var dbIDs []string
+	err := faultRetry(ctx, func() error {
+		dbIDs = nil
+		return queryRows(ctx, d.e.db, fmt.Sprintf(`SELECT id FROM events WHERE app_name = '%s' AND user_id = '%s' AND session_id = '%s' ORDER BY "timestamp"`,
+			sqlQuote(k.App), sqlQuote(k.User), sqlQuote(k.SID)), func(r *sql.Rows) error {
+			var id string
+			err := r.Scan(&id)
+			dbIDs = append(dbIDs, id)
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("regress: read the events of %v: %w", k, err)
+	}
+	sk := d.e.keys.Session(k.App, k.User, k.SID)
+	var meta []any
+	if err := faultRetry(ctx, func() (err error) {
+		meta, err = d.e.rdb.HMGet(ctx, sk.Session, "m:inc", "m:rev").Result()
+		return err
+	}); err != nil {
+		return fmt.Errorf("regress: read the session hash of %v: %w", k, err)
+	}
+	rN := -1
+	if inc, _ := meta[0].(string); inc == strconv.FormatInt(s.Inc, 10) {
+		rev, _ := meta[1].(string)
+		rN, _ = strconv.Atoi(rev)
+	}
+	n := len(s.Events)
+	ids := func(evs []*mEvent) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	if len(dbIDs) > n || !slices.Equal(dbIDs, ids(s.Events[:len(dbIDs)])) {
+		d.dump(k)
+		return fmt.Errorf("regress: the database holds events %q of %v, acknowledged %q", dbIDs, k, ids(s.Events))
+	}
+	if rN > n {
+		d.dump(k)
+		return fmt.Errorf("regress: Redis holds %d events of %v, %d acknowledged", rN, k, n)
+	}
+	kept := max(len(dbIDs), rN)
+	if kept < taken || kept < min(s.FlushedN, n) {
+		d.dump(k)
+		return fmt.Errorf("regress: %v keeps %d events (the database %d, Redis %d): %d were acknowledged before the snapshot, %d flushed before the regress; lost %q",
+			k, kept, len(dbIDs), rN, taken, s.FlushedN, ids(s.Events[kept:]))
+	}
+	d.m.mu.Lock()
+	ms := d.m.Sessions[k]
+	lost := ids(ms.Events[kept:])
+	ms.Events = ms.Events[:kept]
+	ms.FlushedN = min(ms.FlushedN, kept)
+	ms.Behind, ms.View = rN >= 0 && rN < len(dbIDs), nil
+	if ms.Behind {
+		ms.View = slices.Clone(ms.Events[:rN])
+	}
+	d.m.mu.Unlock()
+	d.hist.add("  regress %v: the database holds %d events, Redis %d (behind: %v); lost (acknowledged after the snapshot, not flushed) %q",
+		k, len(dbIDs), rN, rN >= 0 && rN < len(dbIDs), lost)
+	d.forgetHandles(k)
+	return nil
+}
+
+// forgetHandles drops every client's handles on k (test goroutine, the
+// clients waiting): a handle read before a regress is not followed by the
+// model.
+func (d *driver) forgetHandles(k sessKey) {
+	for _, c := range d.clients {
+		for _, sl := range append(append([]*slot(nil), c.slots...), c.shared...) {
+			if sl.key == k {
+				sl.handles = nil
+			}
+		}
+	}
+}
+
+// converge ends, at a checkpoint, the sessions Redis may hold behind the
+// database: once flushed their keys carry a TTL and are evicted (as
+// volatile-lru may), so the next read puts back what the database holds.
+func (d *driver) converge(ctx context.Context) error {
+	var behind []sessKey
+	d.m.mu.Lock()
+	for k, s := range d.m.Sessions {
+		if s.Behind {
+			behind = append(behind, k)
+		}
+	}
+	d.m.mu.Unlock()
+	for _, k := range behind {
+		sk := d.e.keys.Session(k.App, k.User, k.SID)
+		for _, key := range []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp} {
+			if _, err := d.e.evict(ctx, key); err != nil {
+				return err
+			}
+		}
+		var n int64
+		if err := faultRetry(ctx, func() (err error) { n, err = d.e.rdb.Exists(ctx, sk.Session).Result(); return err }); err != nil {
+			return err
+		}
+		if n == 0 {
+			d.m.tempLostOf(k)
+			d.m.mu.Lock()
+			s := d.m.Sessions[k]
+			s.Behind, s.View = false, nil
+			d.m.mu.Unlock()
+			d.forgetHandles(k)
+		}
+		d.hist.add("  converge %v: its keys evicted: %v", k, n == 0)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// The ADK writer.
+
+// adkAppend appends an event to one of the client's sessions the way ADK
+// Python's DatabaseSessionService.append_event does, straight into the
+// database (once a flush has written the session): an events row with
+// event_data as Event.model_dump (timestamp in float seconds), the session's
+// state delta merged into sessions.state, the user's into user_states, and
+// update_time set to the event's time. Its timestamp is ADK's clock, after
+// the session's last event.
+func (c *client) adkAppend(o *op) {
+	d := c.d
+	sl := c.opSlot(c.slots[o.Slot])
+	if sl == nil {
+		return
+	}
+	k := sl.key
+	if d.m.session(k) == nil {
+		c.log("skipped: no session")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.e.flush(ctx); err != nil {
+		c.faultErr(o, err)
+		return
+	}
+	if d.sh.Clients == 1 {
+		d.m.flushed()
+	}
+	s := d.m.session(k)
+	ts := max(time.Now().UnixMicro(), s.lastTs()+1, s.Inc+1)
+	id := fmt.Sprintf("adk-c%d-%d", c.id, o.Step)
+	skey, ukey := fmt.Sprintf("adk.c%d", c.id), fmt.Sprintf("c%d.adk", c.id)
+	val := o.Step
+	data := fmt.Sprintf(`{"invocation_id":"adk-inv","author":"agent","actions":{"state_delta":{%q:%d,%q:%d},`+
+		`"artifact_delta":{},"requested_auth_configs":{},"requested_tool_confirmations":{}},"id":%q,"timestamp":%.6f}`,
+		skey, val, "user:"+ukey, val, id, float64(ts)/1e6)
+	at := time.UnixMicro(ts).UTC().Format("2006-01-02 15:04:05.000000")
+	tx, err := d.e.db.BeginTx(ctx, nil)
+	if err != nil {
+		c.faultErr(o, err)
+		return
+	}
+	defer tx.Rollback()
+	var n int64
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, 'adk-inv', $5, $6)`,
+			[]any{id, k.App, k.User, k.SID, at, data}},
+		{`UPDATE sessions SET state = state || jsonb_build_object($4::text, $5::int), update_time = $6 WHERE app_name = $1 AND user_id = $2 AND id = $3`,
+			[]any{k.App, k.User, k.SID, skey, val, at}},
+		{`UPDATE user_states SET state = state || jsonb_build_object($3::text, $4::int), update_time = $5 WHERE app_name = $1 AND user_id = $2`,
+			[]any{k.App, k.User, ukey, val, at}},
+	} {
+		r, err := tx.ExecContext(ctx, q.sql, q.args...)
+		if err == nil {
+			n, err = r.RowsAffected()
+		}
+		if err != nil || n != 1 {
+			if !c.faultErr(o, err) {
+				c.failf(o, "ADK append: %s: %d rows (%v)", q.sql, n, err)
+			}
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		c.faultErr(o, err)
+		return
+	}
+	e := &mEvent{ID: id, Inv: "adk-inv", Author: "agent", Ts: ts, Client: c.id, ADK: true,
+		Delta: map[string]any{skey: float64(val), "user:" + ukey: float64(val)}}
+	d.m.adkAppended(k, e, map[string]any{ukey: float64(val)})
+	c.log("ADK appended %s at %d", id, ts)
+}
