@@ -34,6 +34,13 @@ type Flushed struct {
 	// retried and written. While it is above 0 the session's keys get no
 	// TTL and its events are not trimmed: Redis alone holds those events.
 	Hold int
+	// EventID is the id of the event at Seq ("" when the batch wrote
+	// none): a copy whose seq Seq is another event (Redis came back older
+	// and numbered over it) is not marked.
+	EventID string
+	// UserFlush is the user hash's flush count read with UserRev (0:
+	// unknown): an older copy of the hash is not marked.
+	UserFlush int64
 }
 
 // MarkFlushed records flushed sessions (one pipeline of flushed.lua calls):
@@ -70,7 +77,7 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
 				s.keys.ShardKeys(k.Shard).Guards},
 				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID),
-				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased, d.Hold)
+				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased, d.Hold, d.EventID, d.UserFlush)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err

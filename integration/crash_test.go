@@ -423,10 +423,11 @@ func runCrash(t *testing.T, bin string, mode crashMode, seed uint64) {
 	r := h.check()
 	t.Logf("%s (seed %d): %d serve kills, %d Redis kills (%d BGSAVEs); %d appends acknowledged (%d attempts retried: %s; "+
 		"slowest event %v), %d in Postgres; missing %d (%d lost with Redis before flush, %d otherwise), duplicated %d, "+
-		"reordered %d, never acknowledged %d; state mismatches %d (%d keys of stored events lost, %d keys of events not stored); took %v; faults %s",
+		"reordered %d, never acknowledged %d; state mismatches %d (%d keys of stored events lost, %d keys of events not stored); "+
+		"%d state keys of events lost with Redis (allowed); took %v; faults %s",
 		mode.name, seed, h.serveKills, h.redisKills, h.saves.Load(), h.l.total.Load(), h.l.retried.Load(), h.l.failures(),
 		time.Duration(h.l.slowest.Load()).Round(time.Millisecond), r.stored, r.lostWithRedis+r.missing, r.lostWithRedis,
-		r.missing, r.duplicated, r.reordered, r.unknown, r.stateMismatches, r.stateDropped, r.stateOfMissing,
+		r.missing, r.duplicated, r.reordered, r.unknown, r.stateMismatches, r.stateDropped, r.stateOfMissing, r.stateOfLost,
 		time.Since(began).Round(time.Second), h.schedule)
 	for _, p := range r.problems[:min(len(r.problems), 20)] {
 		t.Error(p)
@@ -673,7 +674,10 @@ type crashResult struct {
 	// them, those of events it holds that the state lost, and those of
 	// events it does not hold.
 	stateMismatches, stateDropped, stateOfMissing int
-	problems                                      []string
+	// stateOfLost counts the state keys of events lost with Redis before
+	// flush (allowed, see checkState).
+	stateOfLost int
+	problems    []string
 }
 
 func (r *crashResult) problem(format string, args ...any) {
@@ -725,6 +729,7 @@ func (h *crashHarness) check() crashResult {
 			prev = max(prev, i)
 			kept = append(kept, acks[i])
 		}
+		lost := map[string]bool{} // lost with Redis before flush
 		for _, a := range acks {
 			switch {
 			case seen[a.id]:
@@ -743,9 +748,10 @@ func (h *crashHarness) check() crashResult {
 					"that holds it", k, a.id)
 			default:
 				r.lostWithRedis++
+				lost[a.id] = true
 			}
 		}
-		r.stateMismatches += h.checkState(&r, k, kept, rows)
+		r.stateMismatches += h.checkState(&r, k, kept, lost, rows)
 		if len(r.problems) > before {
 			r.problems = slices.Insert(r.problems, before, h.summary(k, acks, rows))
 		}
@@ -824,8 +830,12 @@ func numRanges(ns []int) string {
 }
 
 // checkState compares the session's and its user's state in the database
-// with the events it holds (kept, in order).
-func (h *crashHarness) checkState(r *crashResult, k sessKey, kept []crashAck, rows dbRows) int {
+// with the events it holds (kept, in order). A key of an event lost with
+// Redis before flush (lost) is counted but allowed: the state a batch
+// writes is Redis's when it is read, which may hold the delta of a later
+// event that Redis then lost with the event (docs/design.md, "Redis
+// faults"); the event is the loss, its acknowledged delta is not.
+func (h *crashHarness) checkState(r *crashResult, k sessKey, kept []crashAck, lost map[string]bool, rows dbRows) int {
 	want := map[string]any{"init": k.sid}
 	for _, a := range kept {
 		want["last"] = a.id
@@ -835,6 +845,10 @@ func (h *crashHarness) checkState(r *crashResult, k sessKey, kept []crashAck, ro
 	got := rows.Sessions[k].State
 	for key := range mergeKeys(want, got) {
 		if fmt.Sprint(want[key]) == fmt.Sprint(got[key]) {
+			continue
+		}
+		if id, _ := got[key].(string); (key == "last" && lost[id]) || (strings.HasPrefix(key, "e:") && lost[key[2:]]) {
+			r.stateOfLost++
 			continue
 		}
 		bad++
@@ -856,7 +870,7 @@ func (h *crashHarness) checkState(r *crashResult, k sessKey, kept []crashAck, ro
 	if len(kept) > 0 {
 		last = kept[len(kept)-1].id
 	}
-	if key := "last-" + k.sid; fmt.Sprint(user[key]) != fmt.Sprint(last) {
+	if key := "last-" + k.sid; fmt.Sprint(user[key]) != fmt.Sprint(last) && !lost[fmt.Sprint(user[key])] {
 		bad++
 		r.problem("%v: user_states.state[%q] = %v, want %v", k, key, user[key], last)
 	}

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -66,4 +68,27 @@ func (d *deployment) open(cfg service.Config) *service.Service {
 		svc.Close(ctx)
 	})
 	return svc
+}
+
+// TestSharedDatabaseWarns: a second namespace opening a database another
+// namespace opened within a day is warned about (one database is meant for
+// one namespace, docs/operations.md); the first deployment's own reopening
+// is not.
+func TestSharedDatabaseWarns(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.FreshDatabase(t)
+	require.NoError(t, service.Migrate(wbCtx(t), dbURL))
+	open := func(ns string) string {
+		var logs bytes.Buffer
+		d := &deployment{t: t}
+		d.open(service.Config{RedisURL: testenv.RedisURL(t), DatabaseURL: dbURL, Namespace: ns, DisableFlusher: true,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		return logs.String()
+	}
+	first, second := testenv.UniqueName(t, "ns-a")+":", testenv.UniqueName(t, "ns-b")+":"
+	require.NotContains(t, open(first), "other namespaces")
+	require.NotContains(t, open(first), "other namespaces", "the same namespace again")
+	warned := open(second)
+	require.Contains(t, warned, "the database also serves other namespaces")
+	require.Contains(t, warned, first)
 }

@@ -33,6 +33,12 @@
 --            dead-lettered with its row refused and its events not written (+), and such entries retried and
 --            written now (-). While m:hold > 0 the database lacks some of the session's events, which Redis
 --            alone holds: its keys get no TTL and its events are not trimmed.
+-- ARGV[11] -> the id of the event at ARGV[2] ("" when the batch wrote none): the copy is marked only while
+--            that seq is that event's in it (ids zset), not another event's that a copy Redis came back with
+--            numbered the same
+-- ARGV[12] -> the user hash's flush count read with the user-state revision (m:fc, state_read.lua; 0:
+--            unknown): a hash whose count is below it is an older copy than the one read, and its revision
+--            is not marked
 -- Returns the number of events trimmed.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
@@ -44,10 +50,12 @@ if ARGV[3] ~= '' then
   argv_int(3, 0, MAX_INT)
 end
 local ttl, keep = argv_int(4, 1, MAX_INT), argv_int(5, 0, MAX_INT)
-if #ARGV ~= 10 then
-  fail('flushed: ' .. #ARGV .. ' arguments, 10 expected')
+if #ARGV ~= 12 then
+  fail('flushed: ' .. #ARGV .. ' arguments, 12 expected')
 end
 local hold = argv_int(10, -MAX_INT, MAX_INT)
+local lastid = ARGV[11]
+local ufc = argv_int(12, 0, MAX_INT)
 if ARGV[9] ~= '' and ARGV[9] ~= 's' and ARGV[9] ~= 'u' and ARGV[9] ~= 'su' then
   fail('flushed: ARGV[9]: ' .. ARGV[9] .. ' is not "", "s", "u" or "su"')
 end
@@ -57,7 +65,9 @@ if sfield == '' or ufield == '' then
   fail('flushed: empty guard field')
 end
 
-if ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
+if ARGV[3] ~= '' and ufc > 0 and tonumber(redis.call('HGET', user, 'm:fc') or '0') < ufc then
+  -- An older copy of the hash than the one read (Redis came back older since): not marked.
+elseif ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
   redis.call('PEXPIRE', KEYS[5], ttl) -- the user hash is gone (evicted): the index follows
 elseif ARGV[3] ~= '' then
   local ufl = tonumber(redis.call('HGET', user, 'm:fl') or '0')
@@ -117,7 +127,7 @@ redis.call('ZREM', KEYS[6], ARGV[6])
 
 local fl, rev, cnt, first = tonumber(meta[3]), tonumber(meta[4]), tonumber(meta[5]), tonumber(meta[6])
 local seq = tonumber(ARGV[2])
-if seq > rev then
+if seq > rev or (lastid ~= '' and tonumber(redis.call('ZSCORE', ids, lastid)) ~= seq) then
   -- The batch read events this copy does not hold: Redis came back older since (docs/design.md, "Redis
   -- behind the database"). Its own writes are not flushed for all that: m:fl stays (so the flusher tells its
   -- new events from late ones), nothing is trimmed, nothing expires.

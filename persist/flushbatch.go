@@ -220,7 +220,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 			sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: uk[0], UserID: uk[1], Rev: st.Rev,
 				State: rawState(st.State), UpdateTime: time.Now().UTC(), Rebase: st.Rebase, Flush: st.Flush})
 			sb.userMark[uk] = sb.markOf[g.key][0]
-			sb.marks[sb.userMark[uk]].UserRev = st.Rev
+			sb.marks[sb.userMark[uk]].UserRev, sb.marks[sb.userMark[uk]].UserFlush = st.Rev, st.Flush
 		}
 	}
 	for app, c := range apps {
@@ -321,8 +321,18 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		userRev = r.User.Rev
 		sb.userMark[uk] = len(sb.marks)
 	}
+	lastID := ""
+	for _, e := range up.Events {
+		if e.Seq == seq {
+			lastID = e.ID
+		}
+	}
+	userFlush := int64(0)
+	if userRev >= 0 {
+		userFlush = r.User.Flush
+	}
 	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev,
-		Hold: -heldChanges(g.changes)})
+		Hold: -heldChanges(g.changes), EventID: lastID, UserFlush: userFlush})
 }
 
 // heldChanges counts the retried entries of changes that hold their

@@ -35,7 +35,7 @@ func TestMigrate(t *testing.T) {
 		must(t, err)
 		defer s.Close()
 		same(t, "tables", tableNames(t, s), []string{
-			"adk_internal_metadata", "adksession_schema_migrations", "adksession_sessions", "adksession_states",
+			"adk_internal_metadata", "adksession_namespaces", "adksession_schema_migrations", "adksession_sessions", "adksession_states",
 			"app_states", "events", "sessions", "user_states"})
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version, name FROM adksession_schema_migrations ORDER BY version`),
 			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"3", "create_state"}, {"4", "tombstones"}, {"5", "behind"}})
@@ -80,7 +80,7 @@ func TestMigrateFrom2(t *testing.T) {
 		for _, q := range []string{`ALTER TABLE adksession_sessions DROP COLUMN create_state`,
 			`ALTER TABLE adksession_sessions DROP COLUMN tombstone_seen`, `ALTER TABLE adksession_sessions DROP COLUMN tombstone_inc`,
 			`ALTER TABLE adksession_sessions DROP COLUMN written_update`, `ALTER TABLE adksession_states DROP COLUMN flushes`,
-			`ALTER TABLE adksession_states DROP COLUMN orders`,
+			`ALTER TABLE adksession_states DROP COLUMN orders`, `DROP TABLE adksession_namespaces`,
 			`DELETE FROM adksession_schema_migrations WHERE version >= 3`} {
 			_, err := s.db.Exec(q)
 			must(t, err)

@@ -18,6 +18,8 @@ FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p
 WHERE m.type = 'table' ORDER BY m.name, p.cid`), [][]string{
 		{"adk_internal_metadata", "key", "VARCHAR(255)", "1", "1"},
 		{"adk_internal_metadata", "value", "VARCHAR(255)", "1", "0"},
+		{"adksession_namespaces", "namespace", "varchar(255)", "1", "1"},
+		{"adksession_namespaces", "last_seen", "DATETIME", "1", "0"},
 		{"adksession_schema_migrations", "version", "INTEGER", "1", "1"},
 		{"adksession_schema_migrations", "name", "varchar(255)", "1", "0"},
 		{"adksession_schema_migrations", "applied_at", "timestamp", "1", "0"},

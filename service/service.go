@@ -83,6 +83,9 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return fail(fmt.Errorf("open database: %w", err))
 	}
+	if s.db != nil {
+		s.checkNamespaces(ctx, cfg)
+	}
 	s.cache = cache.NewStore(s.rdb, cache.Options{Keys: keys, Durable: s.db != nil, TempTTL: cfg.TempTTL,
 		WaitReplicas: cfg.WaitReplicas, WaitTimeout: cfg.WaitTimeout, Caps: cache.StateCaps{
 			Session: int64(cfg.MaxSessionStateBytes), User: int64(cfg.MaxUserStateBytes), App: int64(cfg.MaxAppStateBytes)}})
@@ -109,6 +112,23 @@ func Migrate(ctx context.Context, databaseURL string) error {
 // open.
 func MigrateDB(ctx context.Context, db *sql.DB, dialect string) error {
 	return persist.MigrateDB(ctx, db, dialect)
+}
+
+// checkNamespaces records this deployment's namespace in the database and
+// warns when another one opened it within a day: one database is meant for
+// one namespace (two are two caches of the same sessions, whose writes to
+// one session the flusher rebases but does not coordinate; docs/operations.md,
+// "One database, one namespace"). A database that cannot record it (no
+// write grant, say) is warned about too; neither stops Open.
+func (s *Service) checkNamespaces(ctx context.Context, cfg Config) {
+	others, err := s.db.ClaimNamespace(ctx, cfg.Namespace, time.Now(), 24*time.Hour)
+	switch {
+	case err != nil:
+		cfg.logger().Warn("adksession: could not record this deployment's namespace in the database", "namespace", cfg.Namespace, "err", err)
+	case len(others) > 0:
+		cfg.logger().Warn("adksession: the database also serves other namespaces (one database is meant for one namespace: see docs/operations.md)",
+			"namespace", cfg.Namespace, "others", others)
+	}
 }
 
 // checkLayout records the shard count of the deployment on first use and

@@ -21,3 +21,13 @@ ALTER TABLE adksession_states ADD COLUMN IF NOT EXISTS flushes bigint;
 -- app's hash never puts older values back (docs/design.md, "Redis behind the
 -- database"). NULL: unknown (rows written before this migration).
 ALTER TABLE adksession_states ADD COLUMN IF NOT EXISTS orders jsonb;
+-- adksession_namespaces: the Redis namespaces (Config.Namespace) that opened
+-- this database, and when each last did. One database is meant for one
+-- namespace: two are two caches of the same sessions, whose writes to one
+-- session the flusher rebases but does not coordinate. Open warns when
+-- another namespace opened the database within a day (docs/operations.md).
+CREATE TABLE IF NOT EXISTS adksession_namespaces (
+  namespace varchar(255) NOT NULL,
+  last_seen timestamp    NOT NULL,
+  CONSTRAINT adksession_namespaces_pkey PRIMARY KEY (namespace)
+);
