@@ -330,3 +330,61 @@ func TestFlushedMarkOnOlderCopy(t *testing.T) {
 	require.Equal(t, "5", e.hash(k.Session)["m:fl"])
 	require.Equal(t, "6", e.hash(k.User)["m:fl"])
 }
+
+// TestBatchReadAcrossOlderCopy: the flusher reads a shard's change-log
+// entries, then the session, and Redis comes back older between the two
+// (only the session's keys are put back here, the log keeps the newer
+// entries): the batch holds entries whose events the copy it read lacks.
+// It must not claim their seqs as the row's rev and write the older copy's
+// state over the database's (found by the crash harness: sessions.state
+// lost the keys of events the database holds).
+func TestBatchReadAcrossOlderCopy(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	ctx := wbCtx(t)
+	f := e.svc.NewFlusher(nil)
+	k := sessKey{"app", "u", "s"}
+	sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+	for j := 1; j <= 6; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	drain(t, f)
+	sk := e.sessionKeys(k.app, k.user, k.sid)
+	keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo}
+	dumps := map[string]string{}
+	for _, key := range keys {
+		if d, err := e.rdb.Dump(ctx, key).Result(); err == nil {
+			dumps[key] = d
+		}
+	}
+	for j := 7; j <= 8; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	drain(t, f)
+	for j := 9; j <= 10; j++ { // logged, not flushed: lost with Redis
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	for _, key := range keys {
+		require.NoError(t, e.rdb.Del(ctx, key).Err())
+		if d, ok := dumps[key]; ok {
+			require.NoError(t, e.rdb.Restore(ctx, key, 0, d).Err())
+		}
+	}
+	drain(t, f)
+	back, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+	require.NoError(t, err)
+	behindEvent(t, e.svc, back.Session, "e11", 11)
+	drain(t, f)
+
+	rows := readDB(t, e.db)
+	var got []string
+	for _, ev := range rows.Events[k] {
+		got = append(got, ev.ID)
+	}
+	require.Equal(t, append(eventIDsUpTo(8, 1), "e11"), got)
+	st := rows.Sessions[k].State
+	for _, j := range []int{1, 2, 3, 4, 5, 6, 7, 8, 11} {
+		require.Equal(t, float64(j), st[fmt.Sprint("own-e", j)], "session key of e%d, whose event the database holds", j)
+	}
+	require.Equal(t, float64(11), st["last"])
+}

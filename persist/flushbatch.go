@@ -284,9 +284,15 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 			return
 		}
 	}
+	// The row's rev is the last seq of an event the read returned (or that
+	// it returned unreadable), not the last of the entries: when Redis came
+	// back older between the read of the log and this read, the copy lacks
+	// the events of the newest entries (lost with Redis), and claiming their
+	// seqs would write the older copy's state over the database's at a rev
+	// above the row's (TestBatchReadAcrossOlderCopy).
 	seq := int64(0)
-	for _, c := range g.changes {
-		if c.Kind == 'a' && c.Incarnation == ref.Incarnation {
+	for _, b := range r.BadEvents {
+		if c := changeOf(g, -1, b.Ts); c.Kind == 'a' && c.Ts == b.Ts && c.Incarnation == ref.Incarnation {
 			seq = max(seq, c.Seq)
 		}
 	}
