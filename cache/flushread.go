@@ -60,7 +60,7 @@ func (s *Store) ReadForFlush(ctx context.Context, refs []FlushRef) ([]FlushRead,
 		for i, r := range refs {
 			k := s.keys.Session(r.App, r.User, r.SID)
 			sess[i] = pipe.HGetAll(ctx, k.Session)
-			users[i] = eval(pipe, []string{k.User}) // counted: state_read.lua
+			users[i] = eval(pipe, []string{k.User, s.keys.ShardKeys(k.Shard).Log}) // counted: state_read.lua
 			evs[i] = nil
 			if r.MinTs <= r.MaxTs {
 				evs[i] = pipe.ZRangeByScoreWithScores(ctx, k.Events, &redis.ZRangeBy{
@@ -153,6 +153,10 @@ type StateRev struct {
 	// Flush is the hash's flush count after this read (m:fc, counted by
 	// state_read.lua; 0 for an app's state, which is not counted).
 	Flush int64
+	// LogTail is, for a user's state, the id of the change log's last
+	// entry when the hash was read (state_read.lua): the hash holds the
+	// deltas of the changes logged up to it, "" when the log was empty.
+	LogTail string
 	// Orders are, for an app's state, the order number of the change that
 	// last wrote each key (app_order.lua; a key without one was put back
 	// from the database or written before changes were numbered).
@@ -162,6 +166,7 @@ type StateRev struct {
 func stateRev(h map[string]string) (StateRev, error) {
 	st := StateRev{Dead: -1, OK: len(h) > 0, Rebase: h["m:rb"] == "1"}
 	st.Flush, _ = strconv.ParseInt(h["m:fc"], 10, 64)
+	st.LogTail = h["m:logtail"]
 	if dl, err := strconv.ParseInt(h["m:dl"], 10, 64); err == nil {
 		st.Dead = dl
 	}
@@ -201,7 +206,8 @@ func (s *Store) AppStateRev(ctx context.Context, app string) (StateRev, error) {
 // UserStateRev reads a user's state for the flusher, counting the read
 // (state_read.lua).
 func (s *Store) UserStateRev(ctx context.Context, app, user string) (StateRev, error) {
-	v, err := s.run(ctx, stateReadScript, []string{s.keys.Session(app, user, "").User}).Result()
+	k := s.keys.Session(app, user, "")
+	v, err := s.run(ctx, stateReadScript, []string{k.User, s.keys.ShardKeys(k.Shard).Log}).Result()
 	if err != nil {
 		return StateRev{}, fmt.Errorf("read user state: %w", err)
 	}

@@ -7,8 +7,11 @@
 -- database"). Allowed when Redis is full (allow-oom): the flusher's writes are what frees memory.
 --
 -- KEYS[1] -> user state hash <ns>adk:{shard}:u:<app>:<user>
+-- KEYS[2] -> change log       <ns>adk:{shard}:log
 -- No arguments.
--- Returns the hash (HGETALL, m:fc counted), or an empty list when Redis does not hold it (nothing written).
+-- Returns the hash (HGETALL, m:fc counted), followed by the pair ("m:logtail", id of the change log's last
+-- entry, "" when empty): the hash holds the deltas of changes logged up to that entry. An empty list when
+-- Redis does not hold the hash (nothing written).
 -- Bad arguments are an error reply, with nothing written.
 if #ARGV ~= 0 then
   fail('state_read: ' .. #ARGV .. ' arguments, 0 expected')
@@ -17,4 +20,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {}
 end
 redis.call('HINCRBY', KEYS[1], 'm:fc', 1)
-return redis.call('HGETALL', KEYS[1])
+local h = redis.call('HGETALL', KEYS[1])
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+h[#h + 1] = 'm:logtail'
+h[#h + 1] = last[1] and last[1][1] or ''
+return h

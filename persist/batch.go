@@ -99,6 +99,9 @@ type StateUpsert struct {
 	// Merged: set by Apply once the snapshot is merged; it is written
 	// whatever its Rev.
 	Merged bool
+	// LogTail is, for a user's state, the last change-log entry when the
+	// hash was read (cache.StateRev.LogTail).
+	LogTail string
 }
 
 // Batch is what one Apply writes, in one transaction.

@@ -112,6 +112,7 @@ type shardBatch struct {
 	written   map[SessionKey]int              // events written per session
 	refused   map[[2]string]bool              // states dead-lettered in this batch
 	logPos    map[string]int                  // position of each change in the log, by id
+	lastEntry string                          // id of the last entry read (the newest of the batch)
 }
 
 // dead-letters c as unit unit unless it is already.
@@ -144,6 +145,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		written: map[SessionKey]int{}, refused: map[[2]string]bool{}, logPos: map[string]int{}}
 	for i, c := range changes {
 		sb.logPos[c.ID] = i
+		sb.lastEntry = c.ID
 	}
 	for _, d := range bad {
 		sb.ids = append(sb.ids, d.Change.ID)
@@ -218,7 +220,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		}
 		if st.OK && st.Dead < st.Rev {
 			sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: uk[0], UserID: uk[1], Rev: st.Rev,
-				State: rawState(st.State), UpdateTime: time.Now().UTC(), Rebase: st.Rebase, Flush: st.Flush})
+				State: rawState(st.State), UpdateTime: time.Now().UTC(), Rebase: st.Rebase, Flush: st.Flush, LogTail: st.LogTail})
 			sb.userMark[uk] = sb.markOf[g.key][0]
 			sb.marks[sb.userMark[uk]].UserRev, sb.marks[sb.userMark[uk]].UserFlush = st.Rev, st.Flush
 		}
@@ -323,7 +325,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	uk := [2]string{ref.App, ref.User}
 	if _, done := sb.carriers[uk]; !done && r.User.OK && r.User.Dead < r.User.Rev {
 		sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: ref.App, UserID: ref.User, Rev: r.User.Rev,
-			State: rawState(r.User.State), UpdateTime: up.UpdateTime, Rebase: r.User.Rebase, Flush: r.User.Flush})
+			State: rawState(r.User.State), UpdateTime: up.UpdateTime, Rebase: r.User.Rebase, Flush: r.User.Flush, LogTail: r.User.LogTail})
 		userRev = r.User.Rev
 		sb.userMark[uk] = len(sb.marks)
 	}
@@ -368,8 +370,17 @@ func (sb *shardBatch) rebased(o Outcome) {
 		if !ok {
 			i = slices.IndexFunc(sb.marks, func(m cache.Flushed) bool { return m.App == u.AppName && m.User == u.UserID })
 		}
-		if i >= 0 {
-			sb.marks[i].UserRebased = true
+		if i < 0 {
+			continue
+		}
+		sb.marks[i].UserRebased = true
+		// The database got its state plus the deltas this batch carries.
+		// A hash read while later changes were logged holds their deltas
+		// too, which later batches carry: it is not marked flushed (so it
+		// is not let go of) but kept rebasing (m:rb) until a batch reads
+		// it with nothing logged after its own entries.
+		if st, ok := sb.states[uk]; !ok || st.LogTail != sb.lastEntry {
+			sb.marks[i].UserRev, sb.marks[i].UserFlush = -1, 0
 		}
 	}
 }
