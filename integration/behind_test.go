@@ -9,6 +9,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -123,33 +124,47 @@ func runBehind(t *testing.T, e *wbEnv, keep func(k sessKey), goBack func(k sessK
 	e.requireBehindGet(k, 10)
 }
 
+// dumpKeys takes the DUMP of each of keys that exists: an old copy to put
+// back later with restoreKeys.
+func (e *wbEnv) dumpKeys(keys ...string) map[string]string {
+	e.t.Helper()
+	dumps := map[string]string{}
+	for _, key := range keys {
+		d, err := e.rdb.Dump(wbCtx(e.t), key).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		require.NoError(e.t, err)
+		dumps[key] = d
+	}
+	return dumps
+}
+
+// restoreKeys puts keys back as dumps holds them (a key it lacks is
+// deleted), as a Redis that came back older would hold them.
+func (e *wbEnv) restoreKeys(dumps map[string]string, keys ...string) {
+	e.t.Helper()
+	for _, key := range keys {
+		require.NoError(e.t, e.rdb.Del(wbCtx(e.t), key).Err())
+		if d, ok := dumps[key]; ok {
+			require.NoError(e.t, e.rdb.Restore(wbCtx(e.t), key, 0, d).Err())
+		}
+	}
+}
+
 func TestRedisBehindDatabase(t *testing.T) {
 	t.Parallel()
 	t.Run("OldCopyRestored", func(t *testing.T) {
 		t.Parallel()
 		e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
-		dumps := map[string]string{}
+		var dumps map[string]string
 		var keys []string
 		runBehind(t, e, func(k sessKey) {
 			sk := e.sessionKeys(k.app, k.user, k.sid)
 			keys = []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.User}
-			for _, key := range keys {
-				d, err := e.rdb.Dump(wbCtx(t), key).Result()
-				if err == redis.Nil {
-					continue
-				}
-				require.NoError(t, err)
-				dumps[key] = d
-			}
+			dumps = e.dumpKeys(keys...)
 			require.Contains(t, dumps, sk.Session)
-		}, func(sessKey) {
-			for _, key := range keys {
-				require.NoError(t, e.rdb.Del(wbCtx(t), key).Err())
-				if d, ok := dumps[key]; ok {
-					require.NoError(t, e.rdb.Restore(wbCtx(t), key, 0, d).Err())
-				}
-			}
-		})
+		}, func(sessKey) { e.restoreKeys(dumps, keys...) })
 	})
 	t.Run("RDBRestart", func(t *testing.T) {
 		t.Parallel()
@@ -238,12 +253,11 @@ func TestUserBehindDatabase(t *testing.T) {
 	e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
 	e.flush(e.svc)
 	userKey := e.sessionKeys("app", "u", "a").User
-	old, err := e.rdb.Dump(ctx, userKey).Result()
-	require.NoError(t, err)
+	old := e.dumpKeys(userKey)
+	require.Contains(t, old, userKey)
 	e.mustAppend(e.svc, a, "i2", "two", map[string]any{"user:k": 2, "user:x": 2})
 	e.flush(e.svc)
-	require.NoError(t, e.rdb.Del(ctx, userKey).Err())
-	require.NoError(t, e.rdb.Restore(ctx, userKey, 0, old).Err())
+	e.restoreKeys(old, userKey)
 
 	b := e.create(e.svc, "app", "u", "b", nil)
 	e.mustAppend(e.svc, b, "i3", "three", map[string]any{"user:y": 3})
@@ -268,18 +282,11 @@ func TestAppBehindDatabase(t *testing.T) {
 	e.mustAppend(e.svc, a, "i1", "one", map[string]any{"app:k": 1})
 	e.flush(e.svc)
 	ak := e.keys.App("app")
-	dumps := map[string]string{}
-	for _, key := range []string{ak.State, ak.Order} {
-		d, err := e.rdb.Dump(ctx, key).Result()
-		require.NoError(t, err)
-		dumps[key] = d
-	}
+	dumps := e.dumpKeys(ak.State, ak.Order)
+	require.Len(t, dumps, 2)
 	e.mustAppend(e.svc, a, "i2", "two", map[string]any{"app:k": 2, "app:x": 2})
 	e.flush(e.svc)
-	for key, d := range dumps {
-		require.NoError(t, e.rdb.Del(ctx, key).Err())
-		require.NoError(t, e.rdb.Restore(ctx, key, 0, d).Err())
-	}
+	e.restoreKeys(dumps, ak.State, ak.Order)
 
 	b := e.create(e.svc, "app", "v", "b", nil)
 	e.mustAppend(e.svc, b, "i3", "three", map[string]any{"app:y": 3})
@@ -351,12 +358,7 @@ func TestBatchReadAcrossOlderCopy(t *testing.T) {
 	drain(t, f)
 	sk := e.sessionKeys(k.app, k.user, k.sid)
 	keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo}
-	dumps := map[string]string{}
-	for _, key := range keys {
-		if d, err := e.rdb.Dump(ctx, key).Result(); err == nil {
-			dumps[key] = d
-		}
-	}
+	dumps := e.dumpKeys(keys...)
 	for j := 7; j <= 8; j++ {
 		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
 	}
@@ -364,12 +366,7 @@ func TestBatchReadAcrossOlderCopy(t *testing.T) {
 	for j := 9; j <= 10; j++ { // logged, not flushed: lost with Redis
 		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
 	}
-	for _, key := range keys {
-		require.NoError(t, e.rdb.Del(ctx, key).Err())
-		if d, ok := dumps[key]; ok {
-			require.NoError(t, e.rdb.Restore(ctx, key, 0, d).Err())
-		}
-	}
+	e.restoreKeys(dumps, keys...)
 	drain(t, f)
 	back, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
 	require.NoError(t, err)

@@ -343,15 +343,11 @@ func (c *client) adkAppend(o *op) {
 		c.log("skipped: no session")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := d.e.flush(ctx); err != nil {
-		c.faultErr(o, err)
+	if !c.flush(o) {
 		return
 	}
-	if d.sh.Clients == 1 {
-		d.m.flushed()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	s := d.m.session(k)
 	ts := max(time.Now().UnixMicro(), s.lastTs()+1, s.Inc+1)
 	id := fmt.Sprintf("adk-c%d-%d", c.id, o.Step)

@@ -159,6 +159,22 @@ type client struct {
 	cur     int  // step of the operation running (for the history)
 }
 
+// flush drains the write-behind for operation o and tells a single
+// client's model; false (the fault recorded) when it failed.
+func (c *client) flush(o *op) bool {
+	d := c.d
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.e.flush(ctx); err != nil {
+		c.faultErr(o, err)
+		return false
+	}
+	if d.sh.Clients == 1 {
+		d.m.flushed()
+	}
+	return true
+}
+
 func (c *client) log(format string, args ...any) {
 	c.d.hist.add("  c%d #%d -> "+format, append([]any{c.id, c.cur}, args...)...)
 }
@@ -252,16 +268,9 @@ func (c *client) exec(o *op) {
 	case opADK:
 		c.adkAppend(o)
 	case opFlush:
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := d.e.flush(ctx); err != nil {
-			c.faultErr(o, err)
-			return
+		if c.flush(o) {
+			c.log("flushed")
 		}
-		if d.sh.Clients == 1 {
-			d.m.flushed()
-		}
-		c.log("flushed")
 	case opRedisRestart, opFailover:
 		// The fault hits the next operation: it runs while the server goes down or switches.
 		req := &faultReq{op: o, done: make(chan error, 1)}
