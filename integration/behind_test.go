@@ -179,6 +179,69 @@ func TestRedisBehindDatabase(t *testing.T) {
 	})
 }
 
+// TestFlushAllDuringBatch: Redis loses everything (FLUSHALL; an eviction of
+// the session's keys is the same to it) while a flusher batch waits on a
+// lock in the database. A cold read serves e1..e3 from the database and
+// rebuilds the copy; the batch then commits e4..e6. The copy is now behind
+// the database: e7, appended through the handle of that read (seq 4 in
+// Redis), must reach the database after e6, and the reads then serve e1..e7.
+func TestFlushAllDuringBatch(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	e := newWB(t, srv.URL, testenv.FreshDatabase(t), nil)
+	ctx := wbCtx(t)
+	k := sessKey{"app", "u", "s"}
+	sess := e.create(e.svc, k.app, k.user, k.sid, map[string]any{"k": "v"})
+	for j := 1; j <= 3; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	e.flush(e.svc)
+
+	// Hold the session's row: every write of the batch (its events rows
+	// take a KEY SHARE lock on it) waits; plain reads do not.
+	lock, err := e.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer lock.Rollback()
+	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
+	require.NoError(t, err)
+	for j := 4; j <= 6; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	waitDB(t, "a flusher batch waiting on the row lock", func() bool {
+		var n int
+		require.NoError(t, e.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		return n > 0
+	})
+
+	require.NoError(t, e.rdb.FlushAll(ctx).Err())
+	cold, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+	require.NoError(t, err)
+	require.Equal(t, 3, cold.Session.Events().Len(), "the cold read serves what the database holds")
+	require.NoError(t, lock.Commit())
+	waitDB(t, "the batch's e4..e6 committed", func() bool { return len(readDB(t, e.db).Events[k]) == 6 })
+
+	behindEvent(t, e.svc, cold.Session, "e7", 7)
+	e.flush(e.svc)
+	e.requireBehindRows(k, 7)
+	got := e.requireBehindGet(k, 7)
+	behindEvent(t, e.svc, got, "e8", 8)
+	e.flush(e.svc)
+	e.requireBehindRows(k, 8)
+	e.wipeNamespace()
+	e.requireBehindGet(k, 8)
+}
+
+// waitDB polls cond until it holds, or fails after 60 s.
+func waitDB(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "waited 60 s for %s", what)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestADKAppendedAfterUs: ADK Python appends to a session adksession wrote
 // (side-by-side use, or a rollback to ADK and back); adksession serves the
 // session and appends after ADK's row, whether Redis still holds its copy or
