@@ -12,8 +12,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 )
@@ -90,6 +93,8 @@ func mean(d []time.Duration) float64 {
 var histories struct {
 	mu     sync.Mutex
 	svc    *service.Service
+	url    string // its Redis
+	ns     string // its namespace
 	filled map[int]bool
 }
 
@@ -103,7 +108,7 @@ func historySession(b *testing.B, n int) (*service.Service, string) {
 	histories.mu.Lock()
 	defer histories.mu.Unlock()
 	if histories.svc == nil {
-		histories.svc, _, _ = openBench(b, true)
+		histories.svc, histories.url, histories.ns = openBench(b, true)
 		histories.filled = map[int]bool{}
 	}
 	sid := fmt.Sprintf("h%d", n)
@@ -171,6 +176,65 @@ func benchGet(b *testing.B, svc *service.Service, req *service.GetRequest, want 
 	}
 	b.ReportMetric(percentile(lat, 0.50), "p50-µs")
 	b.ReportMetric(percentile(lat, 0.99), "p99-µs")
+}
+
+// BenchmarkFullGetVsFetch measures a full Get of sessions of 200, 2 000
+// and 10 000 events (~1 KiB each) against its raw fetch: one ZRANGE of the
+// same events zset and json.Valid on each member, timed alternately in the
+// same loop. It reports both (ms), their ratio, and the Get's allocations
+// and bytes per event.
+func BenchmarkFullGetVsFetch(b *testing.B) {
+	for _, n := range []int{200, 2000, 10000} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			svc, sid := historySession(b, n)
+			ctx := context.Background()
+			rdb, err := cache.NewClient(histories.url)
+			require.NoError(b, err)
+			defer rdb.Close()
+			keys, err := cache.NewKeys(histories.ns, svc.Config().Shards)
+			require.NoError(b, err)
+			zset := keys.Session(historyApp, historyUser, sid).Events
+			req := &service.GetRequest{AppName: historyApp, UserID: historyUser, SessionID: sid}
+			var get, fetch time.Duration
+			var allocs, bytes uint64
+			var ms0, ms1 runtime.MemStats
+			for b.Loop() {
+				start := time.Now()
+				members, err := rdb.ZRange(ctx, zset, 0, -1).Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, m := range members {
+					if !json.Valid([]byte(m[strings.IndexByte(m, ':')+1:])) {
+						b.Fatal("invalid JSON in the events zset")
+					}
+				}
+				fetch += time.Since(start)
+				if len(members) != n {
+					b.Fatalf("ZRANGE returned %d members, want %d", len(members), n)
+				}
+				runtime.ReadMemStats(&ms0)
+				start = time.Now()
+				resp, err := svc.Get(ctx, req)
+				get += time.Since(start)
+				runtime.ReadMemStats(&ms1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got := resp.Session.Events().Len(); got != n {
+					b.Fatalf("Get returned %d events, want %d", got, n)
+				}
+				allocs += ms1.Mallocs - ms0.Mallocs
+				bytes += ms1.TotalAlloc - ms0.TotalAlloc
+			}
+			runs := float64(b.N)
+			b.ReportMetric(float64(get.Microseconds())/1e3/runs, "get-ms")
+			b.ReportMetric(float64(fetch.Microseconds())/1e3/runs, "fetch-ms")
+			b.ReportMetric(float64(get)/float64(fetch), "ratio")
+			b.ReportMetric(float64(allocs)/runs/float64(n), "get-allocs/event")
+			b.ReportMetric(float64(bytes)/runs/float64(n), "get-B/event")
+		})
+	}
 }
 
 // windowHistories are the history lengths of the window benchmarks.

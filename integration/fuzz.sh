@@ -14,6 +14,7 @@ targets=(
   "./service FuzzEventCodec"
   "./service FuzzSplitDelta"
   "./service FuzzEventJSON"
+  "./service FuzzEventDecode"
   "./cache/eventjson FuzzEventForms"
   "./cache FuzzEscape"
   "./cache FuzzKeysDistinct"

@@ -335,7 +335,7 @@ func (s *Service) catchUp(ctx context.Context, sess *Session, ev *Event, lastTs 
 // stored there (docs/persistence.md), and is the same event all the same.
 func isRetryOf(storedJSON string, sent *Event) (bool, error) {
 	var stored Event
-	if err := stored.UnmarshalJSON([]byte(storedJSON)); err != nil {
+	if err := unmarshalEvent([]byte(storedJSON), &stored, nil); err != nil {
 		return false, fmt.Errorf("stored event: %w", err)
 	}
 	var again Event

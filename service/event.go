@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -251,145 +252,38 @@ func nonNilMap(m map[string]any) map[string]any {
 // UnmarshalJSON reads an event in ADK's API form (camelCase) or storage
 // form (snake_case, timestamp in seconds or milliseconds).
 func (e *Event) UnmarshalJSON(data []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
+	return unmarshalEvent(bytes.Clone(data), e, nil)
+}
+
+// unmarshalEvent is UnmarshalJSON of b, which e may keep (its raw members
+// alias b); names is eventDecoder.names.
+func unmarshalEvent(b []byte, e *Event, names map[string]string) error {
+	err := decodeEvent(b, e, true, names)
+	if err != errStorageForm {
 		return err
 	}
-	if eventjson.IsStorageForm(top) {
-		api, err := eventjson.APIForm(data)
-		if err != nil {
-			return err
-		}
-		top = nil
-		if err := json.Unmarshal(api, &top); err != nil {
-			return err
-		}
+	api, err := eventjson.APIForm(b)
+	if err != nil {
+		return err
 	}
-	*e = Event{}
-	for k, v := range top {
-		var err error
-		switch k {
-		case "id":
-			err = unmarshalString(v, &e.ID)
-		case "invocationId":
-			err = unmarshalString(v, &e.InvocationID)
-		case "author":
-			err = unmarshalString(v, &e.Author)
-		case "branch":
-			err = nullable(v, &e.Branch)
-		case "timestamp":
-			e.Timestamp, err = parseEpoch(v)
-		case "partial":
-			err = nullable(v, &e.Partial)
-		case "turnComplete":
-			err = nullable(v, &e.TurnComplete)
-		case "content":
-			if string(v) != "null" {
-				e.Content = v
-			}
-		case "actions":
-			if string(v) != "null" {
-				err = json.Unmarshal(v, &e.Actions)
-			}
-		case "longRunningToolIds":
-			err = json.Unmarshal(v, &e.LongRunningToolIDs)
-		case "errorCode":
-			err = nullable(v, &e.ErrorCode)
-		case "errorMessage":
-			err = nullable(v, &e.ErrorMessage)
-		case "interrupted":
-			err = nullable(v, &e.Interrupted)
-		case "customMetadata":
-			err = json.Unmarshal(v, &e.CustomMetadata)
-		default:
-			if e.Extra == nil {
-				e.Extra = map[string]json.RawMessage{}
-			}
-			e.Extra[k] = v
-		}
-		if err != nil {
-			return fmt.Errorf("event field %s: %w", k, err)
-		}
-	}
-	return nil
+	return decodeEvent(api, e, false, names)
 }
 
 // UnmarshalJSON reads actions in API form (storage form is converted by
 // Event.UnmarshalJSON).
 func (a *EventActions) UnmarshalJSON(data []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return err
+	d := eventDecoder{b: bytes.Clone(data)}
+	if d.null() {
+		*a = EventActions{}
+		d.end()
+		return d.err
 	}
-	*a = EventActions{}
-	for k, v := range top {
-		var err error
-		switch k {
-		case "stateDelta":
-			err = json.Unmarshal(v, &a.StateDelta)
-		case "artifactDelta":
-			err = json.Unmarshal(v, &a.ArtifactDelta)
-		case "transferToAgent":
-			err = nullable(v, &a.TransferToAgent)
-		case "escalate":
-			err = nullable(v, &a.Escalate)
-		case "skipSummarization":
-			err = nullable(v, &a.SkipSummarization)
-		case "endOfAgent":
-			err = nullable(v, &a.EndOfAgent)
-		case "rewindBeforeInvocationId":
-			err = nullable(v, &a.RewindBeforeInvocationID)
-		case "requestedAuthConfigs":
-			err = json.Unmarshal(v, &a.RequestedAuthConfigs)
-		case "requestedToolConfirmations":
-			err = json.Unmarshal(v, &a.RequestedToolConfirmations)
-		case "agentState":
-			if string(v) != "null" {
-				a.AgentState = v
-			}
-		case "compaction":
-			if string(v) != "null" {
-				a.Compaction = v
-			}
-		default:
-			if a.Extra == nil {
-				a.Extra = map[string]json.RawMessage{}
-			}
-			a.Extra[k] = v
-		}
-		if err != nil {
-			return fmt.Errorf("actions field %s: %w", k, err)
-		}
+	err := d.actions(a)
+	d.end()
+	if d.err != nil {
+		return d.err
 	}
-	return nil
-}
-
-// nullable decodes v into p, leaving the zero value for JSON null.
-// unmarshalString is json.Unmarshal into a string, without its cost for a
-// string of printable ASCII without escapes (ids, names): every event read
-// decodes three.
-func unmarshalString(v json.RawMessage, p *string) error {
-	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' {
-		plain := true
-		for _, c := range v[1 : n-1] {
-			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-				plain = false
-				break
-			}
-		}
-		if plain {
-			*p = string(v[1 : n-1])
-			return nil
-		}
-	}
-	return json.Unmarshal(v, p)
-}
-
-func nullable[T any](v json.RawMessage, p *T) error {
-	if string(v) == "null" {
-		return nil
-	}
-	return json.Unmarshal(v, p)
+	return err
 }
 
 // appendEpochSeconds appends t as float epoch seconds with exactly its
@@ -413,27 +307,35 @@ func appendEpochSeconds(b []byte, t time.Time) []byte {
 // epochMicros reads "<seconds>[.<up to 6 digits>]" below 1e11 seconds (what
 // epochSeconds writes) exactly with integers; ok is false for anything else,
 // which parseEpoch reads with big.Float.
-func epochMicros(s string) (us int64, ok bool) {
-	secs, frac, _ := strings.Cut(s, ".")
-	if secs == "" || len(secs) > 11 || len(frac) > 6 || strings.Contains(s, ".") && frac == "" {
-		return 0, false
-	}
-	for _, part := range []string{secs, frac} {
-		for i := 0; i < len(part); i++ {
-			if part[i] < '0' || part[i] > '9' {
+func epochMicros[T string | []byte](s T) (us int64, ok bool) {
+	var secs, frac int64
+	n, dot, fracDigits := 0, false, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '.' && !dot:
+			dot = true
+		case c < '0' || c > '9':
+			return 0, false
+		case dot:
+			if fracDigits++; fracDigits > 6 {
 				return 0, false
 			}
+			frac = frac*10 + int64(c-'0')
+		default:
+			if n++; n > 11 {
+				return 0, false
+			}
+			secs = secs*10 + int64(c-'0')
 		}
 	}
-	n, _ := strconv.ParseInt(secs, 10, 64)
-	if n >= 1e11 {
+	if n == 0 || dot && fracDigits == 0 || secs >= 1e11 {
 		return 0, false
 	}
-	var f int64
-	if frac != "" {
-		f, _ = strconv.ParseInt(frac+"000000"[len(frac):], 10, 64)
+	for ; fracDigits < 6; fracDigits++ {
+		frac *= 10
 	}
-	return n*1e6 + f, true
+	return secs*1e6 + frac, true
 }
 
 // parseEpoch reads float epoch seconds (API form) to the microsecond. A
@@ -441,6 +343,9 @@ func epochMicros(s string) (us int64, ok bool) {
 // whose microseconds do not fit an int64 are an error; AppendEvent refuses
 // the others outside its range.
 func parseEpoch(v json.RawMessage) (time.Time, error) {
+	if us, ok := epochMicros(bytes.TrimSpace(v)); ok { // the common case, without allocating
+		return time.UnixMicro(us).UTC(), nil
+	}
 	s := strings.TrimSpace(string(v))
 	if s == "null" || s == "0" {
 		return time.Time{}, nil

@@ -91,14 +91,23 @@ func sessionFromSnapshot(app, user, sid string, snap *cache.Snapshot) (*Session,
 	}, nil
 }
 
-// decodeEvents decodes cached events; the cache's timestamp is authoritative.
+// decodeEvents decodes cached events; the cache's timestamp is
+// authoritative. The events are allocated together, share one copy of the
+// records (their raw members point into it) and their repeated names.
 func decodeEvents(recs []cache.EventRecord) ([]*Event, error) {
+	size := 0
+	for _, r := range recs {
+		size += len(r.JSON)
+	}
+	buf := make([]byte, 0, size)
+	evs := make([]Event, len(recs))
 	out := make([]*Event, len(recs))
+	names := map[string]string{}
 	for i, r := range recs {
-		ev := &Event{}
-		// UnmarshalJSON validates as it decodes: json.Unmarshal would scan
-		// the whole event once more first.
-		if err := ev.UnmarshalJSON([]byte(r.JSON)); err != nil {
+		start := len(buf)
+		buf = append(buf, r.JSON...)
+		ev := &evs[i]
+		if err := unmarshalEvent(buf[start:len(buf):len(buf)], ev, names); err != nil {
 			return nil, fmt.Errorf("event %d: %w", r.Seq, err)
 		}
 		ev.Timestamp = time.UnixMicro(r.Ts).UTC()
