@@ -188,3 +188,73 @@ func benchGet1000(b *testing.B, cold bool) {
 		}
 	}
 }
+
+// BenchmarkColdGetVsRaw measures a cold Get of a 1 000-event session (its
+// keys deleted before each read, so it is read from Postgres and put back
+// into Redis) against reading the same rows from Postgres raw (the
+// session's row, its events in order, its app and user state: the four
+// queries of ADK's get_session), alternately in one loop; with the
+// write-behind on (the reading service runs a flusher) and off
+// (Config.DisableFlusher).
+func BenchmarkColdGetVsRaw(b *testing.B) {
+	e := newWB(b, testenv.RedisURL(b), testenv.FreshDatabase(b), nil)
+	ctx := wbCtx(b)
+	s := benchFleet(b, e, 1)[0]
+	for i := range 1000 {
+		require.NoError(b, appendForFlush(ctx, e.svc, s, i))
+	}
+	e.flush(e.svc)
+	off := e.cfg
+	off.DisableFlusher = true
+	readers := map[string]*service.Service{"write-behind=on": e.svc, "write-behind=off": e.open(off)}
+	k := e.sessionKeys("bench", "u0", "s0")
+	req := &service.GetRequest{AppName: "bench", UserID: "u0", SessionID: "s0"}
+	for _, name := range []string{"write-behind=on", "write-behind=off"} {
+		svc := readers[name]
+		b.Run(name, func(b *testing.B) {
+			var cold, raw time.Duration
+			for b.Loop() {
+				require.NoError(b, e.rdb.Del(ctx, k.Session, k.Events, k.EventIDs, k.User, k.Undo).Err())
+				start := time.Now()
+				got, err := svc.Get(ctx, req)
+				cold += time.Since(start)
+				if err != nil || got.Session.Events().Len() != 1000 {
+					b.Fatalf("get: %v", err)
+				}
+				start = time.Now()
+				if n := rawGetSession(b, e, "bench", "u0", "s0"); n != 1000 {
+					b.Fatalf("raw read: %d events", n)
+				}
+				raw += time.Since(start)
+			}
+			b.ReportMetric(float64(cold.Microseconds())/1e3/float64(b.N), "cold-ms")
+			b.ReportMetric(float64(raw.Microseconds())/1e3/float64(b.N), "raw-ms")
+			b.ReportMetric(float64(cold)/float64(raw), "ratio")
+		})
+	}
+}
+
+// rawGetSession reads a session's rows as ADK's get_session does, each
+// column into bytes; it returns the number of events.
+func rawGetSession(b *testing.B, e *wbEnv, app, user, sid string) int {
+	ctx := wbCtx(b)
+	var state, appState, userState []byte
+	var update time.Time
+	require.NoError(b, e.db.QueryRowContext(ctx, `SELECT state, update_time FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3`,
+		app, user, sid).Scan(&state, &update))
+	rows, err := e.db.QueryContext(ctx, `SELECT id, invocation_id, "timestamp", event_data FROM events
+WHERE app_name = $1 AND user_id = $2 AND session_id = $3 ORDER BY "timestamp"`, app, user, sid)
+	require.NoError(b, err)
+	n := 0
+	for rows.Next() {
+		var id, inv string
+		var ts time.Time
+		var data []byte
+		require.NoError(b, rows.Scan(&id, &inv, &ts, &data))
+		n++
+	}
+	require.NoError(b, rows.Err())
+	require.NoError(b, e.db.QueryRowContext(ctx, `SELECT state FROM app_states WHERE app_name = $1`, app).Scan(&appState))
+	require.NoError(b, e.db.QueryRowContext(ctx, `SELECT state FROM user_states WHERE app_name = $1 AND user_id = $2`, app, user).Scan(&userState))
+	return n
+}
