@@ -15,7 +15,9 @@ import (
 )
 
 const benchAbout = `Appends S sessions × E events at concurrency C with a payload of P bytes, through the library
-(or over HTTP with --http), then reads sessions back with a window and in full. Prints append
+(or over HTTP with --http), then reads sessions back with a window and in full (and, through the library, a full Get against a
+raw ZRANGE of the same events with json.Valid on each, and with Postgres a cold Get against the same
+rows read raw, each pair timed alternately). Prints append
 throughput and p50/p99 latency, Get latency, Redis bytes per cached event, how long the flusher
 took to catch up (with a database, whose schema it migrates first), and, when redis-benchmark is installed, the
 ratios to two scripts run by redis-benchmark (EVALSHA, unpipelined) at the same concurrency in the same run: the
@@ -102,6 +104,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer rdb.Close()
 	rep.bytesPerEvent, rep.bytesErr = redisBytesPerEvent(ctx, rdb, keys, res.SessionIDs)
+	if *httpURL == "" {
+		rep.reads = measureReads(ctx, svc, rdb, keys, res.SessionIDs, f.databaseURL)
+	} else {
+		rep.reads = readRatios{fullErr: errors.New("over HTTP"), colErr: errors.New("over HTTP")}
+	}
 	if stats != nil {
 		rep.redisUsec, rep.redisErr = stats.perAppend(res.Appends)
 	} else {
@@ -128,6 +135,7 @@ type benchReport struct {
 	redisErr      error
 	refs          references
 	refsErr       error
+	reads         readRatios
 }
 
 func (r benchReport) write(w io.Writer) {
@@ -135,6 +143,7 @@ func (r benchReport) write(w io.Writer) {
 	fmt.Fprintf(w, "appends       %d in %s = %.0f/s   p50 %s   p99 %s\n", res.Appends, res.Elapsed.Round(time.Millisecond), res.AppendsPerSec, ms(res.AppendP50), ms(res.AppendP99))
 	fmt.Fprintf(w, "get window    %d newest: p50 %s   p99 %s\n", res.WindowEvents, ms(res.WindowP50), ms(res.WindowP99))
 	fmt.Fprintf(w, "get full      %d events: p50 %s   p99 %s\n", res.FullEvents, ms(res.FullP50), ms(res.FullP99))
+	r.reads.write(w)
 	if r.bytesErr != nil {
 		fmt.Fprintf(w, "redis bytes   n/a (%v)\n", r.bytesErr)
 	} else {

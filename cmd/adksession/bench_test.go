@@ -84,3 +84,29 @@ func TestBenchAgainstRedis(t *testing.T) {
 	require.Contains(t, errs.String(), "200/200")
 	t.Log(report)
 }
+
+// TestBenchReadRatios: with a Postgres database, `adksession bench` reports
+// a full Get against its raw fetch and a cold Get against the raw rows,
+// each with its two medians and their ratio.
+func TestBenchReadRatios(t *testing.T) {
+	url, dbURL := testenv.RedisURL(t), testenv.FreshDatabase(t)
+	t.Parallel()
+	var out, errs bytes.Buffer
+	ns := testenv.UniqueName(t, "bench-")
+	require.NoError(t, runBench(context.Background(), []string{"--redis", url, "--database", dbURL, "--namespace", ns, "--no-ceiling",
+		"--sessions", "4", "--events", "30", "--concurrency", "2", "--payload", "200"}, &out, &errs), errs.String())
+	report := out.String()
+	for _, line := range []string{
+		`get vs fetch\s+full Get of 30 events p50 ([0-9.]+)ms, ZRANGE \+ json.Valid ([0-9.]+)ms: ×([0-9.]+)`,
+		`cold vs rows\s+cold Get p50 ([0-9.]+)ms, the same rows from Postgres raw ([0-9.]+)ms: ×([0-9.]+)`,
+	} {
+		m := regexp.MustCompile(`(?m)^` + line + `$`).FindStringSubmatch(report)
+		require.NotNil(t, m, "no line %q in\n%s", line, report)
+		for _, v := range m[1:] {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			require.Positive(t, f, "%s in\n%s", line, report)
+		}
+	}
+	t.Log(report)
+}
