@@ -25,6 +25,7 @@ type snapshot struct {
 	dumps map[string]string // dump: key -> DUMP (absent keys are not in it)
 	keys  []string          // dump: the keys put back
 	lens  map[sessKey]int   // events each session had when it was taken
+	temps map[sessKey]mTemp // the temp state each session had then
 }
 
 // blocked tells whether creates and deletes of k wait for the regress: the
@@ -41,7 +42,7 @@ func (d *driver) blocked(k sessKey) bool {
 // session o.Slot (its user hash too in the single mode: in the concurrent
 // mode other clients write that hash meanwhile, and read their keys exactly).
 func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error {
-	snap := &snapshot{mode: mode, lens: map[sessKey]int{}}
+	snap := &snapshot{mode: mode, lens: map[sessKey]int{}, temps: map[sessKey]mTemp{}}
 	d.m.mu.Lock()
 	for k, s := range d.m.Sessions {
 		if mode == "rdb" && s.Behind {
@@ -66,7 +67,9 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 		}
 		snap.key, snap.lens = k, map[sessKey]int{k: len(s.Events)}
 		sk := d.e.keys.Session(k.App, k.User, k.SID)
-		snap.keys = []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo}
+		// The temp hash with the session hash that names its invocation
+		// (m:tinv): the copy is one moment's, as a replica's or an RDB's.
+		snap.keys = []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp}
 		if d.sh.Clients == 1 {
 			snap.keys = append(snap.keys, sk.User)
 		}
@@ -87,6 +90,9 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 				snap.dumps[key] = v
 			}
 		}
+	}
+	for k := range snap.lens {
+		snap.temps[k] = d.m.tempOf(k)
 	}
 	d.snapMu.Lock()
 	d.snap = snap
@@ -122,7 +128,7 @@ func (d *driver) regress(ctx context.Context) error {
 		if d.m.session(k) != nil {
 			keys = append(keys, k)
 			users[userKey{k.App, k.User}] = true
-			d.m.tempLostOf(k) // before the loss, as for an eviction
+			d.m.tempRegressed(k, snap.temps[k]) // before the regress, as for an eviction
 		}
 	}
 	slices.SortFunc(keys, func(a, b sessKey) int { return cmpStr(a.String(), b.String()) })
