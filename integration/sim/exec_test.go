@@ -341,6 +341,15 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		return
 	}
 	h.rev = s.rev() + 1
+	if s.Behind {
+		// Redis answered after its older copy's last event: the handle
+		// follows the copy's numbering, and lacks the database's events the
+		// copy lacks. Once the copy is let go (the database's numbering
+		// back) it is stale; the model allows both (alternatives). Seed
+		// 1076321771481: held at the database's numbering, the handle was
+		// taken as current.
+		h.rev = int64(len(s.View)) + 1
+	}
 	if sl.shared || h.s == nil || s.Behind {
 		return
 	}
