@@ -6,8 +6,10 @@ package sim
 // Python appending rows to the database between the service's writes.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -228,6 +230,24 @@ func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
 	if err != nil {
 		return fmt.Errorf("regress: read the events of %v: %w", k, err)
 	}
+	// Rows of an earlier incarnation (its delete, and the create after it,
+	// still in the change log) are none of this one's events.
+	var inc int64
+	var deleted bool
+	err = faultRetry(ctx, func() error {
+		err := d.e.db.QueryRowContext(ctx, `SELECT incarnation, deleted FROM adksession_sessions WHERE app_name = $1 AND user_id = $2 AND session_id = $3`,
+			k.App, k.User, k.SID).Scan(&inc, &deleted)
+		if errors.Is(err, sql.ErrNoRows) {
+			inc, err = 0, nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("regress: read the bookkeeping of %v: %w", k, err)
+	}
+	if inc != s.Inc || deleted {
+		dbIDs = nil
+	}
 	sk := d.e.keys.Session(k.App, k.User, k.SID)
 	var meta []any
 	if err := faultRetry(ctx, func() (err error) {
@@ -241,6 +261,10 @@ func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
 		rev, _ := meta[1].(string)
 		rN, _ = strconv.Atoi(rev)
 	}
+	// The database orders by timestamp, Redis by seq, and both agree; the
+	// model holds a shared session's events in the order they were
+	// acknowledged, which concurrent appends need not keep.
+	slices.SortStableFunc(s.Events, func(a, b *mEvent) int { return cmp.Compare(a.Ts, b.Ts) })
 	n := len(s.Events)
 	ids := func(evs []*mEvent) []string {
 		var out []string
@@ -265,6 +289,7 @@ func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
 	}
 	d.m.mu.Lock()
 	ms := d.m.Sessions[k]
+	ms.Events = s.Events // in storage order
 	lost := ids(ms.Events[kept:])
 	ms.Events = ms.Events[:kept]
 	ms.FlushedN = min(ms.FlushedN, kept)
