@@ -179,8 +179,9 @@ var (
 	// DuplicateEventError).
 	ErrDuplicateEvent = errors.New("adksession: event id already in session")
 	// ErrCheckEventID: the event id is not among the cached events, and
-	// older events of the session are in the database only: look it up
-	// there (the service), then append with AppendArgs.CheckID false.
+	// older events of the session are in the database only, or Redis holds
+	// an older copy of the session than the handle read: look it up there
+	// (the service), then append with AppendArgs.CheckID false.
 	ErrCheckEventID = errors.New("adksession: event id must be looked up in the database")
 )
 

@@ -27,8 +27,7 @@ import (
 // for the user scope.
 func behindEvent(t *testing.T, svc *service.Service, sess *service.Session, id string, j int) {
 	t.Helper()
-	ev := &service.Event{ID: id, InvocationID: fmt.Sprint("inv-", j), Author: "model",
-		Actions: service.EventActions{StateDelta: map[string]any{"last": j, "own-" + id: j, "user:last": j, "user:own-" + id: j}}}
+	ev := behindEv(id, j)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := svc.AppendEvent(wbCtx(t), sess, ev)
@@ -40,6 +39,13 @@ func behindEvent(t *testing.T, svc *service.Service, sess *service.Session, id s
 		require.True(t, time.Now().Before(deadline), "append %s: %v", id, err)
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// behindEv is the event behindEvent appends (without a timestamp: the
+// service stamps it).
+func behindEv(id string, j int) *service.Event {
+	return &service.Event{ID: id, InvocationID: fmt.Sprint("inv-", j), Author: "model",
+		Actions: service.EventActions{StateDelta: map[string]any{"last": j, "own-" + id: j, "user:last": j, "user:own-" + id: j}}}
 }
 
 func eventIDsUpTo(n int, from int) []string {
@@ -447,4 +453,65 @@ func TestBatchReadAcrossOlderCopy(t *testing.T) {
 		require.Equal(t, float64(j), st[fmt.Sprint("own-e", j)], "session key of e%d, whose event the database holds", j)
 	}
 	require.Equal(t, float64(11), st["last"])
+}
+
+// TestRetryBehindTheHandle: an event sent again (a retry whose first reply
+// was lost) that the database holds and Redis's older copy of the session
+// lacks, through a handle read from the newer copy (or without a handle, if
+// the session's update time is still the one read then), is acknowledged as
+// the stored event, with its stored timestamp, and nothing is stored again.
+// The handle's revision (or update time) above the copy's says that Redis is
+// behind what was read: append.lua has the id looked up in the database
+// (simulation seed 605380879958; docs/design.md, "Event ids and handles").
+func TestRetryBehindTheHandle(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		tweak  func(*service.Config)
+		handle bool
+	}{
+		{"Handle", nil, true},
+		{"HandleConcurrentAppends", concurrentAppends, true},
+		{"AppendToIfLastUpdate", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), c.tweak)
+			k := sessKey{"app", "u", "s"}
+			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+			behindEvent(t, e.svc, sess, "e1", 1)
+			behindEvent(t, e.svc, sess, "e2", 2)
+			e.flush(e.svc)
+			sk := e.sessionKeys(k.app, k.user, k.sid)
+			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
+			old := e.dumpKeys(keys...)
+			behindEvent(t, e.svc, sess, "e3", 3)
+			// The handle of the retry: it has e3 and missed the reply to e4.
+			read, err := e.svc.Get(wbCtx(t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+			require.NoError(t, err)
+			retry := read.Session
+			behindEvent(t, e.svc, sess, "e4", 4)
+			e.flush(e.svc)
+			e.restoreKeys(old, keys...) // Redis comes back with e1 and e2
+
+			ev := behindEv("e4", 4)
+			if c.handle {
+				err = e.svc.AppendEvent(wbCtx(t), retry, ev)
+			} else {
+				err = e.svc.AppendTo(wbCtx(t), &service.AppendToRequest{AppName: k.app, UserID: k.user, SessionID: k.sid,
+					Event: ev, IfLastUpdate: retry.LastUpdateTime()})
+			}
+			require.NoError(t, err, "the retry is acknowledged")
+			rows := readDB(t, e.db).Events[k]
+			require.Len(t, rows, 4)
+			require.Equal(t, "e4", rows[3].ID)
+			require.Equal(t, rows[3].US, ev.Timestamp.UnixMicro(), "acknowledged with the stored timestamp")
+			rev, err := e.rdb.HGet(wbCtx(t), sk.Session, "m:rev").Result()
+			require.NoError(t, err)
+			require.Equal(t, "2", rev, "nothing stored again in Redis's copy")
+
+			e.flush(e.svc)
+			e.requireBehindRows(k, 4)
+		})
+	}
 }

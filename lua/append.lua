@@ -28,8 +28,10 @@
 -- ARGV[14] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
 -- ARGV[15] -> event id
 -- ARGV[16] -> "1" when the caller chose the event id and has not checked the database for it: an id that is
---             not among the cached events of a session whose older events are in the database only is
---             answered {-9}; "0" otherwise (a fresh id, or one the database does not hold)
+--             not among the cached events of a session whose older events are in the database only, or
+--             of a session Redis holds behind what the caller read (its handle's revision or update time
+--             above the stored ones: an older copy), is answered {-9}; "0" otherwise (a fresh id, or one
+--             the database does not hold)
 -- ARGV[17] -> number of session pairs S, then S pairs (key, JSON value)
 -- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key),
 -- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files)
@@ -104,15 +106,19 @@ end
 -- Stored meta fields are integers the scripts wrote: arithmetic converts them.
 local rev, ut, cnt, inc = meta[1] + 0, meta[2] + 0, meta[3] + 0, meta[5] + 0
 -- ARGV[1]: the handle's revision (behind: it is not the stored one), or "=" and the update time to check (at).
-local behind, at = false, false
+-- ahead: the caller read a later revision or update time than the stored one, so Redis holds an older copy
+-- of the session than the one read (docs/design.md, "Redis behind the database").
+local behind, at, ahead = false, false, false
 if ARGV[1] ~= meta[1] and ARGV[1] ~= '' then
   if string.byte(ARGV[1]) == 61 then -- '='
     at = tonumber(string.sub(ARGV[1], 2))
     if at == nil or at % 1 ~= 0 or at < 0 or at >= MAX_INT then
       fail('ARGV[1]: ' .. ARGV[1] .. ' is not "=" and an update time in µs')
     end
+    ahead = at > ut
   else
-    behind = argv_int(1, 0, MAX_INT) ~= rev
+    local hrev = argv_int(1, 0, MAX_INT)
+    behind, ahead = hrev ~= rev, hrev > rev
   end
 end
 local otherinc = ARGV[2] ~= '' and ARGV[2] ~= meta[5] and argv_int(2, 0, MAX_INT) ~= inc
@@ -149,7 +155,7 @@ if had then
   local fl = tonumber(redis.call('HGET', sess, 'm:fl')) or 0
   return {-8, inc, stored[1], stored[2], had <= fl and 1 or 0}
 end
-if checkid and meta[8 + s] + 0 > 1 then
+if checkid and (ahead or meta[8 + s] + 0 > 1) then
   return {-9}
 end
 if (behind and bound == '') or (at and ut ~= at) then

@@ -6,8 +6,10 @@ package sim
 // Python appending rows to the database between the service's writes.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +27,7 @@ type snapshot struct {
 	dumps map[string]string // dump: key -> DUMP (absent keys are not in it)
 	keys  []string          // dump: the keys put back
 	lens  map[sessKey]int   // events each session had when it was taken
+	temps map[sessKey]mTemp // the temp state each session had then
 }
 
 // blocked tells whether creates and deletes of k wait for the regress: the
@@ -41,7 +44,7 @@ func (d *driver) blocked(k sessKey) bool {
 // session o.Slot (its user hash too in the single mode: in the concurrent
 // mode other clients write that hash meanwhile, and read their keys exactly).
 func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error {
-	snap := &snapshot{mode: mode, lens: map[sessKey]int{}}
+	snap := &snapshot{mode: mode, lens: map[sessKey]int{}, temps: map[sessKey]mTemp{}}
 	d.m.mu.Lock()
 	for k, s := range d.m.Sessions {
 		if mode == "rdb" && s.Behind {
@@ -66,7 +69,9 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 		}
 		snap.key, snap.lens = k, map[sessKey]int{k: len(s.Events)}
 		sk := d.e.keys.Session(k.App, k.User, k.SID)
-		snap.keys = []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo}
+		// The temp hash with the session hash that names its invocation
+		// (m:tinv): the copy is one moment's, as a replica's or an RDB's.
+		snap.keys = []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp}
 		if d.sh.Clients == 1 {
 			snap.keys = append(snap.keys, sk.User)
 		}
@@ -87,6 +92,9 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 				snap.dumps[key] = v
 			}
 		}
+	}
+	for k := range snap.lens {
+		snap.temps[k] = d.m.tempOf(k)
 	}
 	d.snapMu.Lock()
 	d.snap = snap
@@ -122,7 +130,7 @@ func (d *driver) regress(ctx context.Context) error {
 		if d.m.session(k) != nil {
 			keys = append(keys, k)
 			users[userKey{k.App, k.User}] = true
-			d.m.tempLostOf(k) // before the loss, as for an eviction
+			d.m.tempRegressed(k, snap.temps[k]) // before the regress, as for an eviction
 		}
 	}
 	slices.SortFunc(keys, func(a, b sessKey) int { return cmpStr(a.String(), b.String()) })
@@ -222,6 +230,24 @@ func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
 	if err != nil {
 		return fmt.Errorf("regress: read the events of %v: %w", k, err)
 	}
+	// Rows of an earlier incarnation (its delete, and the create after it,
+	// still in the change log) are none of this one's events.
+	var inc int64
+	var deleted bool
+	err = faultRetry(ctx, func() error {
+		err := d.e.db.QueryRowContext(ctx, `SELECT incarnation, deleted FROM adksession_sessions WHERE app_name = $1 AND user_id = $2 AND session_id = $3`,
+			k.App, k.User, k.SID).Scan(&inc, &deleted)
+		if errors.Is(err, sql.ErrNoRows) {
+			inc, err = 0, nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("regress: read the bookkeeping of %v: %w", k, err)
+	}
+	if inc != s.Inc || deleted {
+		dbIDs = nil
+	}
 	sk := d.e.keys.Session(k.App, k.User, k.SID)
 	var meta []any
 	if err := faultRetry(ctx, func() (err error) {
@@ -235,6 +261,10 @@ func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
 		rev, _ := meta[1].(string)
 		rN, _ = strconv.Atoi(rev)
 	}
+	// The database orders by timestamp, Redis by seq, and both agree; the
+	// model holds a shared session's events in the order they were
+	// acknowledged, which concurrent appends need not keep.
+	slices.SortStableFunc(s.Events, func(a, b *mEvent) int { return cmp.Compare(a.Ts, b.Ts) })
 	n := len(s.Events)
 	ids := func(evs []*mEvent) []string {
 		var out []string
@@ -259,6 +289,7 @@ func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
 	}
 	d.m.mu.Lock()
 	ms := d.m.Sessions[k]
+	ms.Events = s.Events // in storage order
 	lost := ids(ms.Events[kept:])
 	ms.Events = ms.Events[:kept]
 	ms.FlushedN = min(ms.FlushedN, kept)

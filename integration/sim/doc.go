@@ -12,7 +12,8 @@
 //   - behind_test.go adds the faults that leave Redis behind the database (a restart from an older RDB
 //     snapshot, an old copy of a session's keys put back) and an ADK Python writer appending rows to the
 //     database; the model then holds Redis's older copy as a second view of the session until it converges
-//     (docs/simulation.md, "Redis behind the database"; -sim.behind turns them on in the concurrent mode).
+//     (docs/simulation.md, "Redis behind the database"; in both modes, -sim.behind=false leaves them out of the
+//     concurrent one).
 //   - soak_test.go runs a sustained mixed load against a Redis with maxmemory and records memory, flush lag,
 //     backlog, goroutines and heap over time; svg_test.go draws them.
 //

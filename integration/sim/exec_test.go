@@ -213,17 +213,18 @@ func (c *client) sendAppend(o *op, sl *slot, h *handle, ev *service.Event, want 
 	}
 }
 
-// storedOverDB: an event whose id the database holds, sent again, was
-// stored as a new event by Redis's older copy of the session, which lacks
-// it (open finding, docs/simulation.md): the model follows it, as an event
-// of that copy only.
+// storedOverDB: an event whose id the database holds, sent again through a
+// handle read from Redis's older copy of the session (or without one), was
+// stored as a new event by the copy, which lacks it (kept, by decision:
+// docs/simulation.md; a handle ahead of the copy is answered the stored
+// event): the model follows it, as an event of that copy only.
 func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Event) {
 	e := storedForm(sent)
 	e.ID, e.Ts, e.Client, e.Sent = ev.ID, ev.Timestamp.UnixMicro(), c.id, sent.Clone()
 	c.d.m.viewAppended(k, e)
 	h.rev = int64(len(c.d.m.session(k).View)) // the handle follows the copy it appended to
 	c.d.knownDup.Add(1)
-	c.log("known (open): %s, held by the database, stored again by Redis's older copy at %d", ev.ID, e.Ts)
+	c.log("known (kept): %s, held by the database, stored again by Redis's older copy at %d", ev.ID, e.Ts)
 }
 
 // pred is an answer the model allows an append, with the event it names.
@@ -232,7 +233,7 @@ type pred struct {
 	had  *mEvent
 	// viewOnly: stored by Redis's older copy, which lacks the event the
 	// database holds under that id (a duplicate delivery): the flush keeps
-	// the database's (open finding, docs/simulation.md).
+	// the database's (kept, by decision: docs/simulation.md).
 	viewOnly bool
 }
 
@@ -341,6 +342,15 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		return
 	}
 	h.rev = s.rev() + 1
+	if s.Behind {
+		// Redis answered after its older copy's last event: the handle
+		// follows the copy's numbering, and lacks the database's events the
+		// copy lacks. Once the copy is let go (the database's numbering
+		// back) it is stale; the model allows both (alternatives). Seed
+		// 1076321771481: held at the database's numbering, the handle was
+		// taken as current.
+		h.rev = int64(len(s.View)) + 1
+	}
 	if sl.shared || h.s == nil || s.Behind {
 		return
 	}

@@ -483,6 +483,44 @@ func (m *Model) flushed() {
 	}
 }
 
+// mTemp is the temp state of a session as the model held it: the invocation
+// and every key it may hold.
+type mTemp struct {
+	Inv  string
+	Temp map[string]any
+}
+
+// tempOf is k's temp state now (a snapshot of Redis takes it with the rest).
+func (m *Model) tempOf(k sessKey) mTemp {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	if s == nil {
+		return mTemp{}
+	}
+	return mTemp{Inv: s.TInv, Temp: maps.Clone(s.Temp)}
+}
+
+// tempRegressed: Redis went back to a snapshot that held k's temp state as
+// t. Temp state is not persisted, so the older copy brings the older temp
+// state back: the invocation it names runs again for Redis (its end, and the
+// first event of a later invocation, were lost with the events after the
+// snapshot), with the keys it held then, none of them sure (as after an
+// eviction: they may have expired or been evicted since). SPEC 3 gives temp
+// keys to one invocation; which invocation is current is what the session's
+// events say, and after the regress they are the snapshot's.
+func (m *Model) tempRegressed(k sessKey, t mTemp) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.Sessions[k]; s != nil {
+		s.tempLost()
+		s.TInv, s.Temp = t.Inv, maps.Clone(t.Temp)
+		if s.Temp == nil {
+			s.Temp = map[string]any{}
+		}
+	}
+}
+
 // tempLostOf: Redis may have lost the temp state of k (an evicted key).
 func (m *Model) tempLostOf(k sessKey) {
 	m.mu.Lock()

@@ -28,3 +28,25 @@ func TestModelTempLostInFlight(t *testing.T) {
 	m.appended(k, &mEvent{ID: "e2", Inv: "inv-1", Ts: 3}, temp, nil, nil, time.Now())
 	require.Equal(t, map[string]bool{"temp:t1": true}, s.TempSure, "the call began after the loss")
 }
+
+// TestModelTempRegressed: Redis restarted from a snapshot brings back the
+// temp state it held then (seed 299957285117: the invocation's end was lost
+// with the events after the snapshot, and its temp key read back with the
+// next event of that invocation); none of it is sure.
+func TestModelTempRegressed(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	m := newModel()
+	m.created(k, 1, nil)
+	m.appended(k, &mEvent{ID: "e1", Inv: "inv-1", Ts: 2}, map[string]any{"temp:t1": "v1"}, nil, nil, time.Now())
+	taken := m.tempOf(k)
+	m.appended(k, &mEvent{ID: "e2", Inv: "inv-2", Ts: 3}, map[string]any{"temp:t2": "v2"}, nil, nil, time.Now())
+
+	m.tempRegressed(k, taken)
+	s := m.session(k)
+	require.Equal(t, "inv-1", s.TInv)
+	require.Equal(t, map[string]any{"temp:t1": "v1"}, s.Temp, "the snapshot's temp key may be back")
+	require.Empty(t, s.TempSure)
+
+	m.appended(k, &mEvent{ID: "e3", Inv: "inv-1", Ts: 4}, nil, nil, nil, time.Now())
+	require.Equal(t, map[string]any{"temp:t1": "v1"}, m.session(k).Temp, "the same invocation goes on")
+}

@@ -25,7 +25,7 @@ var (
 	simClients  = flag.Int("sim.clients", 0, "clients of the concurrent mode (default 4)")
 	simHistory  = flag.String("sim.history", "", "directory for run histories (default $TMPDIR/adksession-sim)")
 	simKeep     = flag.Bool("sim.keep", false, "write the history of passing runs too")
-	simBehind   = flag.Bool("sim.behind", false, "the concurrent mode runs the Redis-behind-the-database faults and the ADK writer too (the single mode always does)")
+	simBehind   = flag.Bool("sim.behind", true, "the concurrent mode runs the Redis-behind-the-database faults and the ADK writer too (the single mode always does); -sim.behind=false leaves them out")
 )
 
 // quiet drops go-redis's own log lines (a dial refused while a fault runs
