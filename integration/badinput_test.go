@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -104,18 +103,8 @@ func testBadInputHTTP(t *testing.T, redisURL string) {
 	srv := httptest.NewServer(httpapi.New(e.svc, httpapi.Options{}))
 	t.Cleanup(srv.Close)
 	do := func(method, path, body string, header ...string) (int, string) {
-		req, err := http.NewRequestWithContext(ctxT(t), method, srv.URL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
+		code, _, b := sendJSON(ctxT(t), t, method, srv.URL+path, body, header...)
+		return code, string(b)
 	}
 	const sess = "/apps/app/users/u/sessions/s"
 	code, body := do("POST", sess, `{"a":1}`)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 func TestEventTimestampKeepsMicroseconds(t *testing.T) {
@@ -199,4 +201,46 @@ func TestEventClone(t *testing.T) {
 	var orig Event
 	require.NoError(t, json.Unmarshal([]byte(apiFormEvent), &orig))
 	require.Equal(t, orig, ev, "changing a clone leaves the original as it was")
+}
+
+// TestEventCompactionForms: the compaction of each ADK round-trips through
+// Event between its API form and the storage form (what the flusher writes
+// to event_data) exactly: ADK Python's actions.compaction (EventCompaction,
+// main bb56aa56) and ADK JS 2.0.0's CompactedEvent fields at the top level,
+// snake_case as its DatabaseSessionService writes them.
+func TestEventCompactionForms(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, api, storage string }{{
+		name: "ADK Python actions.compaction",
+		api: `{"id":"c1","invocationId":"inv","author":"user","timestamp":1768471216.016016,"actions":{"stateDelta":{},` +
+			`"artifactDelta":{},"requestedAuthConfigs":{},"requestedToolConfirmations":{},"compaction":{"startTimestamp":1768471201.5,` +
+			`"endTimestamp":1768471205.25,"compactedContent":{"parts":[{"text":"summary","thoughtSignature":"AQID"}],"role":"model"}}}}`,
+		storage: `{"id":"c1","invocation_id":"inv","author":"user","timestamp":1768471216.016016,"actions":{"state_delta":{},` +
+			`"artifact_delta":{},"requested_auth_configs":{},"requested_tool_confirmations":{},"compaction":{"start_timestamp":1768471201.5,` +
+			`"end_timestamp":1768471205.25,"compacted_content":{"parts":[{"text":"summary","thought_signature":"AQID"}],"role":"model"}}}}`,
+	}, {
+		name: "ADK JS CompactedEvent",
+		api: `{"id":"c2","invocationId":"inv","author":"system","timestamp":1768471216.016016,"content":{"role":"model",` +
+			`"parts":[{"text":"summary"}]},"actions":{"stateDelta":{},"artifactDelta":{},"requestedAuthConfigs":{},` +
+			`"requestedToolConfirmations":{}},"longRunningToolIds":[],"compactedContent":"summary","endTime":1768471205250,` +
+			`"isCompacted":true,"isScratchpad":true,"startTime":1768471201500}`,
+		storage: `{"id":"c2","invocation_id":"inv","author":"system","timestamp":1768471216.016016,"content":{"role":"model",` +
+			`"parts":[{"text":"summary"}]},"actions":{"state_delta":{},"artifact_delta":{},"requested_auth_configs":{},` +
+			`"requested_tool_confirmations":{}},"long_running_tool_ids":[],"compacted_content":"summary","end_time":1768471205250,` +
+			`"is_compacted":true,"is_scratchpad":true,"start_time":1768471201500}`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			var ev Event
+			require.NoError(t, json.Unmarshal([]byte(c.api), &ev))
+			api, err := json.Marshal(ev)
+			require.NoError(t, err)
+			require.JSONEq(t, c.api, string(api))
+			storage, err := eventjson.StorageForm(api)
+			require.NoError(t, err)
+			require.JSONEq(t, c.storage, string(storage))
+			var back Event
+			require.NoError(t, json.Unmarshal(storage, &back))
+			require.Equal(t, ev, back)
+		})
+	}
 }

@@ -37,8 +37,8 @@ func (m *model) convert(v []byte, dir direction) []byte {
 // whose value is null are dropped (model_dump(exclude_none=True)). Keys m
 // does not list follow m.extra; stashed returns those of a stashExtra
 // model written to storage. When two keys name one field (say
-// "function_call" and "functionCall"), the alias wins, as pydantic reads it
-// first.
+// "function_call" and "functionCall"), the alias (the camelCase key) wins,
+// as pydantic reads it first.
 func (m *model) convertMembers(in []member, dir direction) (out, stashed []member) {
 	out = make([]member, 0, len(in))
 	for _, mb := range in {
@@ -54,6 +54,12 @@ func (m *model) convertMembers(in []member, dir direction) (out, stashed []membe
 			case m.extra == stashExtra && dir == toStorage:
 				stashed = append(stashed, mb)
 				continue
+			case m.extra == topExtra && dir == toStorage:
+				key = jsSnake(mb.key)
+				isAlias = key != mb.key
+			case m.extra == topExtra:
+				key = jsCamel(mb.key)
+				isAlias = key == mb.key
 			case dir == toStorage:
 				key, isAlias = snake(mb.key), snake(mb.key) != mb.key
 			default:
@@ -295,6 +301,39 @@ func snake(s string) string {
 			continue
 		}
 		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// jsSnake is ADK JS's toSnakeCaseKey, what its DatabaseSessionService
+// writes for an event key: every capital becomes "_" and its lowercase
+// ("isCompacted" -> "is_compacted", "ID" -> "_i_d").
+func jsSnake(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b.WriteByte('_')
+			b.WriteByte(c + 'a' - 'A')
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// jsCamel is ADK JS's toCamelCaseKey, what its DatabaseSessionService reads
+// an event key back as: every "_" before a lowercase letter goes and the
+// letter becomes a capital ("is_compacted" -> "isCompacted"). It gives back
+// every key without "_" that jsSnake wrote.
+func jsCamel(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '_' && i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z' {
+			b.WriteByte(s[i+1] - 'a' + 'A')
+			i++
+		} else {
+			b.WriteByte(c)
+		}
 	}
 	return b.String()
 }

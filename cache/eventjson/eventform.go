@@ -18,13 +18,17 @@ import (
 // Bytes are written in URL-safe base64 with padding, as pydantic writes
 // them (every ADK Python reads it); they are read back as stored.
 
-// ADK Python's EventActions rejects keys it does not know, and its Event
-// drops them (rejects them before 1.28), so the storage form keeps only
-// theirs. The others (fields of
-// adk-go or of newer ADK versions) travel inside custom_metadata under these
-// keys, in API form, and come back out in APIForm.
-// An empty custom_metadata that carries them is marked with emptyMetaKey, so
-// that it comes back empty, not absent.
+// ADK Python's Event ignores top-level keys it does not know (extra=
+// "ignore"; it rejected them before 1.28), so the storage form keeps those
+// at the top level, as ADK JS's DatabaseSessionService writes them (its
+// CompactedEvent's is_compacted, start_time, ...: see topExtra). ADK
+// Python's EventActions rejects keys it does not know, so the storage form
+// keeps only its fields there; the others (fields of adk-go or of newer ADK
+// versions) travel inside custom_metadata under actionsExtraKey, in API
+// form, and come back out in APIForm. An empty custom_metadata that carries
+// them is marked with emptyMetaKey, so that it comes back empty, not absent.
+// Rows written before the top-level rule carry an event's unknown fields
+// under extraKey, in API form: APIForm still restores them.
 const (
 	extraKey        = "adksession:extra"
 	actionsExtraKey = "adksession:actions"
@@ -95,7 +99,7 @@ func StorageForm(api []byte) ([]byte, error) {
 // storage form.
 func storageForm(top []member) ([]byte, error) {
 	rest, actions, meta := splitEvent(top)
-	out, extra := eventModel.convertMembers(rest, toStorage)
+	out, _ := eventModel.convertMembers(rest, toStorage)
 	var aextra []member
 	if actions != nil {
 		am, ok := objectMembers(actions)
@@ -106,21 +110,16 @@ func storageForm(top []member) ([]byte, error) {
 		conv, aextra = actionsModel.convertMembers(am, toStorage)
 		out = append(out, member{"actions", writeObject(conv)})
 	}
-	if meta != nil || len(extra)+len(aextra) > 0 {
+	if meta != nil || len(aextra) > 0 {
 		metaMembers, ok := objectMembers(meta)
 		if meta != nil && !ok {
 			return nil, errors.New("event json: custom_metadata is not an object")
 		}
-		if meta != nil && len(metaMembers) == 0 && len(extra)+len(aextra) > 0 {
-			metaMembers = append(metaMembers, member{emptyMetaKey, []byte("true")})
-		}
-		for _, x := range []struct {
-			key     string
-			members []member
-		}{{extraKey, extra}, {actionsExtraKey, aextra}} {
-			if len(x.members) > 0 {
-				metaMembers = append(metaMembers, member{x.key, writeObject(x.members)})
+		if len(aextra) > 0 {
+			if meta != nil && len(metaMembers) == 0 {
+				metaMembers = append(metaMembers, member{emptyMetaKey, []byte("true")})
 			}
+			metaMembers = append(metaMembers, member{actionsExtraKey, writeObject(aextra)})
 		}
 		out = append(out, member{"custom_metadata", writeObject(metaMembers)})
 	}
@@ -137,7 +136,9 @@ func APIForm(storage []byte) ([]byte, error) {
 }
 
 // apiMembers converts the members of a storage-form event to API form,
-// restoring the keys StorageForm moved into custom_metadata.
+// restoring the keys StorageForm moved into custom_metadata (and those of
+// an event's top level that rows written before the top-level rule hold
+// there).
 func apiMembers(top []member) []member {
 	rest, actions, meta := splitEvent(top)
 	out, _ := eventModel.convertMembers(rest, toAPI)

@@ -2,6 +2,7 @@ package eventjson
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -98,18 +99,29 @@ func TestEventForms(t *testing.T) {
 			`"logprobs_result":{"top_candidates":[{"candidates":[{"log_probability":-0.1,"token_id":5}]}]},` +
 			`"live_session_resumption_update":{"new_handle":"h"},"go_away":{"time_left":"5s"},"input_transcription":{"text":"t","finished":true}}`,
 	}, {
-		name: "fields ADK Python does not know travel in custom_metadata",
-		api:  `{"author":"a","customMetadata":{"my_key":1},"routes":["x"],"requestedInput":{"interruptId":"i"},"actions":{"futureAction":{"a_b":1}}}`,
-		storage: `{"author":"a","custom_metadata":{"my_key":1,"adksession:extra":{"routes":["x"],"requestedInput":{"interruptId":"i"}},` +
-			`"adksession:actions":{"futureAction":{"a_b":1}}},"actions":{}}`,
+		name: "ADK JS's CompactedEvent fields at the top level, as ADK JS writes them",
+		api: `{"author":"system","isCompacted":true,"startTime":1735787045001,"endTime":1735787046002.5,` +
+			`"compactedContent":"the summary","isScratchpad":true,"content":{"role":"model","parts":[{"text":"the summary"}]}}`,
+		storage: `{"author":"system","is_compacted":true,"start_time":1735787045001,"end_time":1735787046002.5,` +
+			`"compacted_content":"the summary","is_scratchpad":true,"content":{"role":"model","parts":[{"text":"the summary"}]}}`,
+	}, {
+		name: "top-level fields ADK Python does not know stay at the top level, values as given",
+		api: `{"author":"a","customMetadata":{"my_key":1},"routes":["x"],"requestedInput":{"interruptId":"i","a_b":1},` +
+			`"route":"next","ID":1,"x2D":true,"actions":{"futureAction":{"a_b":1}}}`,
+		storage: `{"author":"a","custom_metadata":{"my_key":1,"adksession:actions":{"futureAction":{"a_b":1}}},"actions":{},` +
+			`"routes":["x"],"requested_input":{"interruptId":"i","a_b":1},"route":"next","_i_d":1,"x2_d":true}`,
 	}, {
 		name:    "unknown actions alone travel in custom_metadata",
 		api:     `{"author":"a","actions":{"futureAction":true}}`,
 		storage: `{"author":"a","actions":{},"custom_metadata":{"adksession:actions":{"futureAction":true}}}`,
 	}, {
-		name:    "an empty custom metadata stays empty next to unknown fields",
-		api:     `{"author":"a","customMetadata":{},"routes":["x"]}`,
-		storage: `{"author":"a","custom_metadata":{"adksession:empty":true,"adksession:extra":{"routes":["x"]}}}`,
+		name:    "an empty custom metadata stays empty next to unknown actions",
+		api:     `{"author":"a","customMetadata":{},"routes":["x"],"actions":{"futureAction":true}}`,
+		storage: `{"author":"a","routes":["x"],"actions":{},"custom_metadata":{"adksession:empty":true,"adksession:actions":{"futureAction":true}}}`,
+	}, {
+		name:    "an empty custom metadata next to unknown top-level fields",
+		api:     `{"author":"a","customMetadata":{},"isCompacted":true}`,
+		storage: `{"author":"a","custom_metadata":{},"is_compacted":true}`,
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -198,6 +210,57 @@ func TestEventFormsForeignRows(t *testing.T) {
 	require.NoError(t, err)
 	sameJSON(t, "API form", api, []byte(`{"invocationId":"i","content":{"parts":[{"functionCall":{"name":"f","args":{"a_b":1}}},`+
 		`{"functionCall":{"name":"h"}}]},"futureField":{"keep_this":1},"actions":{"stateDelta":{},"futureAction":[{"x_y":1}]}}`))
+}
+
+// TestEventFormsRowsOfBefore: rows written before the top-level rule hold
+// an event's unknown fields in custom_metadata["adksession:extra"]; they
+// read back at the top level, and are written back there.
+func TestEventFormsRowsOfBefore(t *testing.T) {
+	for _, c := range []struct{ name, old, api, storage string }{{
+		name: "with metadata of the application",
+		old:  `{"author":"a","custom_metadata":{"my_key":1,"adksession:extra":{"routes":["x"],"requestedInput":{"interruptId":"i"}},"adksession:actions":{"futureAction":1}},"actions":{}}`,
+		api:  `{"author":"a","customMetadata":{"my_key":1},"routes":["x"],"requestedInput":{"interruptId":"i"},"actions":{"futureAction":1}}`,
+		storage: `{"author":"a","custom_metadata":{"my_key":1,"adksession:actions":{"futureAction":1}},"actions":{},` +
+			`"routes":["x"],"requested_input":{"interruptId":"i"}}`,
+	}, {
+		name:    "an empty metadata marked empty",
+		old:     `{"author":"a","custom_metadata":{"adksession:empty":true,"adksession:extra":{"isCompacted":true}}}`,
+		api:     `{"author":"a","customMetadata":{},"isCompacted":true}`,
+		storage: `{"author":"a","custom_metadata":{},"is_compacted":true}`,
+	}, {
+		name:    "no metadata of the application",
+		old:     `{"author":"a","custom_metadata":{"adksession:extra":{"isCompacted":true}}}`,
+		api:     `{"author":"a","isCompacted":true}`,
+		storage: `{"author":"a","is_compacted":true}`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			api, err := APIForm([]byte(c.old))
+			require.NoError(t, err)
+			sameJSON(t, "API form", api, []byte(c.api))
+			st, err := StorageForm(api)
+			require.NoError(t, err)
+			sameJSON(t, "storage form", st, []byte(c.storage))
+		})
+	}
+}
+
+// TestJSKeysAreADKJS: jsSnake and jsCamel are ADK JS 2.0.0's toSnakeCaseKey
+// and toCamelCaseKey, and jsCamel gives back every key without "_".
+func TestJSKeysAreADKJS(t *testing.T) {
+	for in, want := range map[string]string{
+		"isCompacted": "is_compacted", "startTime": "start_time", "ID": "_i_d", "x2D": "x2_d", "a": "a", "": "",
+		"already_snake": "already_snake", "éA": "é_a",
+	} {
+		require.Equal(t, want, jsSnake(in), "jsSnake(%q)", in)
+		if !strings.Contains(in, "_") {
+			require.Equal(t, in, jsCamel(jsSnake(in)), "jsCamel(jsSnake(%q))", in)
+		}
+	}
+	for in, want := range map[string]string{
+		"is_compacted": "isCompacted", "x_2d": "x_2d", "_i_d": "ID", "a__b": "a_B", "a_": "a_", "A_b": "AB",
+	} {
+		require.Equal(t, want, jsCamel(in), "jsCamel(%q)", in)
+	}
 }
 
 func TestCamelIsPydanticToCamel(t *testing.T) {

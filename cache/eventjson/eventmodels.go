@@ -40,9 +40,16 @@ const (
 	// keepExtra: an extra of an extra="allow" model (ADK's auth models),
 	// kept as given, key and value, as pydantic keeps it.
 	keepExtra
-	// stashExtra: a field ADK Python does not know (Event, EventActions):
-	// StorageForm moves it into custom_metadata, APIForm restores it.
+	// stashExtra: a field of EventActions that ADK Python does not know
+	// (its EventActions is extra="forbid"): StorageForm moves it into
+	// custom_metadata, APIForm restores it.
 	stashExtra
+	// topExtra: a top-level field of an event that ADK Python's Event does
+	// not know (extra="ignore": it reads the row without it), such as ADK
+	// JS's CompactedEvent fields: kept at the top level, its key renamed as
+	// ADK JS's DatabaseSessionService renames it (jsSnake, jsCamel), its
+	// value kept.
+	topExtra
 )
 
 type modelSpec struct {
@@ -52,10 +59,10 @@ type modelSpec struct {
 }
 
 // adkModels are ADK Python's models. Event and EventActions list every
-// field (the others go to custom_metadata); the auth models, extra="allow",
-// every declared field (extras keep their keys).
+// field (the others stay at the top level, or go to custom_metadata); the
+// auth models, extra="allow", every declared field (extras keep their keys).
 var adkModels = []modelSpec{
-	{"Event", stashExtra, "model_version content:Content grounding_metadata:GroundingMetadata partial turn_complete " +
+	{"Event", topExtra, "model_version content:Content grounding_metadata:GroundingMetadata partial turn_complete " +
 		"turn_complete_reason finish_reason error_code error_message interrupted custom_metadata " +
 		"usage_metadata:GenerateContentResponseUsageMetadata " +
 		"live_session_resumption_update:LiveServerSessionResumptionUpdate live_session_id go_away:LiveServerGoAway " +
@@ -173,8 +180,8 @@ type model struct {
 	name  string
 	extra extraMode
 	keys  map[string]*field
-	// fields in declaration order (the full list for stashExtra and
-	// keepExtra models).
+	// fields in declaration order (the full list for stashExtra, topExtra
+	// and keepExtra models).
 	fields []*field
 }
 

@@ -55,6 +55,38 @@ func TestADKPythonFixtureForms(t *testing.T) {
 	}
 }
 
+// TestADKPythonCompactionForms: the compaction event ADK Python wrote
+// (actions.compaction, its EventCompaction) is answered with the names its
+// api_server gives, and written back with the names it wrote.
+func TestADKPythonCompactionForms(t *testing.T) {
+	const storage = `{"start_timestamp":1768471201.0,"end_timestamp":1768471205.0,"compacted_content":{"parts":[{"text":"summary"}],"role":"model"}}`
+	const api = `{"startTimestamp":1768471201.0,"endTimestamp":1768471205.0,"compactedContent":{"parts":[{"text":"summary"}],"role":"model"}}`
+	found := 0
+	for name, sess := range adkPythonAnswers(t) {
+		for _, row := range sess.Storage {
+			var ev struct {
+				ID      string                     `json:"id"`
+				Actions map[string]json.RawMessage `json:"actions"`
+			}
+			require.NoError(t, json.Unmarshal(row, &ev))
+			if ev.Actions["compaction"] == nil {
+				continue
+			}
+			found++
+			sameJSON(t, name+" "+ev.ID+" row", ev.Actions["compaction"], []byte(storage))
+			got, err := APIForm(row)
+			require.NoError(t, err)
+			var answer struct{ Actions map[string]json.RawMessage }
+			require.NoError(t, json.Unmarshal(got, &answer))
+			sameJSON(t, name+" "+ev.ID+" answer", answer.Actions["compaction"], []byte(api))
+			back, err := StorageForm(got)
+			require.NoError(t, err)
+			sameJSON(t, name+" "+ev.ID+" written back", back, row)
+		}
+	}
+	require.Equal(t, 3, found, "the fixture's compaction events")
+}
+
 func sameJSON(t *testing.T, what string, got, want []byte) {
 	t.Helper()
 	var g, w any
