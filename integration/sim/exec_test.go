@@ -341,6 +341,16 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		return
 	}
 	h.rev = s.rev() + 1
+	if s.Behind {
+		// The handle now carries the copy's numbering, or the database's if
+		// Redis let go of the copy before the append: the model does not
+		// follow which. The copy's is the lower: the database's view then
+		// finds the handle stale, the copy's current, and an append through
+		// it may get either answer. (With the database's, a handle read from
+		// the copy, which never saw the database's newer events, passed for
+		// current once the copy was gone: cluster single seed 742397407673.)
+		h.rev = int64(len(s.View)) + 1
+	}
 	if sl.shared || h.s == nil || s.Behind {
 		return
 	}
