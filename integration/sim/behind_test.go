@@ -2,8 +2,9 @@ package sim
 
 // Redis behind the database (docs/design.md, "Redis behind the database";
 // docs/simulation.md, "Faults"): Redis restarted from an RDB snapshot older
-// than the last flush, an old copy of a session's keys put back, and ADK
-// Python appending rows to the database between the service's writes.
+// than the last flush, a failover to a replica held behind (hold_test.go),
+// an old copy of a session's keys put back, and ADK Python appending rows to
+// the database between the service's writes.
 
 import (
 	"context"
@@ -20,11 +21,27 @@ import (
 
 // snapshot is Redis's state taken by a snapshot fault, until its regress.
 type snapshot struct {
-	mode  string            // "rdb": the whole Redis (SAVE); "dump": one session's keys
+	mode  string            // "rdb": the whole Redis (SAVE); "hold": a shard's replica; "dump": one session's keys
 	key   sessKey           // dump: the session
 	dumps map[string]string // dump: key -> DUMP (absent keys are not in it)
 	keys  []string          // dump: the keys put back
 	lens  map[sessKey]int   // events each session had when it was taken
+	// hold: the shard's master and its replica, stopped since
+	master, replica string
+}
+
+// whole tells whether the snapshot is of every session (the whole Redis, or
+// a shard of the cluster: the model does not follow which sessions it holds).
+func (s *snapshot) whole() bool { return s.mode == "rdb" || s.mode == "hold" }
+
+// held is the replica a hold snapshot stopped ("" when none).
+func (d *driver) held() (master, replica string) {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	if d.snap == nil {
+		return "", ""
+	}
+	return d.snap.master, d.snap.replica
 }
 
 // blocked tells whether creates and deletes of k wait for the regress: the
@@ -33,18 +50,19 @@ type snapshot struct {
 func (d *driver) blocked(k sessKey) bool {
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
-	return d.snap != nil && (d.snap.mode == "rdb" || d.snap.key == k)
+	return d.snap != nil && (d.snap.whole() || d.snap.key == k)
 }
 
 // takeSnapshot takes Redis's state (test goroutine; every client that could
-// touch what it takes has settled): SAVE, or DUMP of the keys of client 0's
-// session o.Slot (its user hash too in the single mode: in the concurrent
-// mode other clients write that hash meanwhile, and read their keys exactly).
+// touch what it takes has settled): SAVE; a replica of the master of client
+// 0's session slot held; or DUMP of the keys of that session (its user hash
+// too in the single mode: in the concurrent mode other clients write that
+// hash meanwhile, and read their keys exactly).
 func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error {
 	snap := &snapshot{mode: mode, lens: map[sessKey]int{}}
 	d.m.mu.Lock()
 	for k, s := range d.m.Sessions {
-		if mode == "rdb" && s.Behind {
+		if snap.whole() && s.Behind {
 			d.m.mu.Unlock()
 			d.hist.add("  fault: no snapshot: %v may be behind the database already", k)
 			return nil
@@ -57,6 +75,17 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 		if err := faultRetry(ctx, func() error { return d.e.rdb.Save(ctx).Err() }); err != nil {
 			return fmt.Errorf("SAVE: %w", err)
 		}
+	case "hold":
+		k := d.clients[0].slots[slot].key
+		master, err := d.e.masterOf(d.e.keys.Session(k.App, k.User, k.SID).Session)
+		if err != nil {
+			return err
+		}
+		if snap.replica, err = d.e.holdReplica(master); err != nil {
+			return fmt.Errorf("hold a replica of %s: %w", master, err)
+		}
+		snap.master = master
+		d.hist.add("  fault: replica %s of master %s (the shard of %v) stopped (SIGKILL): its AOF holds what it had applied", snap.replica, master, k)
 	case "dump":
 		k := d.clients[0].slots[slot].key
 		s := d.m.session(k)
@@ -92,6 +121,7 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 	d.snap = snap
 	d.snapMu.Unlock()
 	d.hist.add("  fault: snapshot (%s) taken: %d sessions", mode, len(snap.lens))
+	d.count("snapshot-" + mode)
 	return nil
 }
 
@@ -126,12 +156,25 @@ func (d *driver) regress(ctx context.Context) error {
 		}
 	}
 	slices.SortFunc(keys, func(a, b sessKey) int { return cmpStr(a.String(), b.String()) })
+	d.count("regress-" + snap.mode)
 	switch snap.mode {
 	case "rdb":
 		d.m.looseScopes(nil, true, true)
 		d.faultBegin()
 		err := d.e.restartFromRDB()
 		d.hist.add("  fault: redis killed (SIGKILL) and restarted from the RDB snapshot: %v", err)
+		d.faultEnd()
+		if err != nil {
+			return err
+		}
+	case "hold":
+		// The shard's user and app hashes go back too; which users and apps
+		// the shard holds is not followed: all are loose.
+		d.m.looseScopes(nil, true, true)
+		d.faultBegin()
+		err := d.e.takeOverHeld(snap.master, snap.replica)
+		d.hist.add("  fault: master %s killed, its held replica %s started from its AOF and taken over (CLUSTER FAILOVER TAKEOVER), the old master back as its replica: %v",
+			snap.master, snap.replica, err)
 		d.faultEnd()
 		if err != nil {
 			return err
@@ -325,6 +368,21 @@ func (d *driver) converge(ctx context.Context) error {
 // ---------------------------------------------------------------------------
 // The ADK writer.
 
+// flushedSlot is the session of slot o.Slot once a complete flush has
+// written it; false (said in the history) when it is not live, has an
+// unsettled operation, or the flush failed.
+func (c *client) flushedSlot(o *op) (sessKey, bool) {
+	sl := c.opSlot(c.slots[o.Slot])
+	if sl == nil {
+		return sessKey{}, false
+	}
+	if c.d.m.session(sl.key) == nil {
+		c.log("skipped: no session")
+		return sessKey{}, false
+	}
+	return sl.key, c.flush(o)
+}
+
 // adkAppend appends an event to one of the client's sessions the way ADK
 // Python's DatabaseSessionService.append_event does, straight into the
 // database (once a flush has written the session): an events row with
@@ -334,16 +392,8 @@ func (d *driver) converge(ctx context.Context) error {
 // the session's last event.
 func (c *client) adkAppend(o *op) {
 	d := c.d
-	sl := c.opSlot(c.slots[o.Slot])
-	if sl == nil {
-		return
-	}
-	k := sl.key
-	if d.m.session(k) == nil {
-		c.log("skipped: no session")
-		return
-	}
-	if !c.flush(o) {
+	k, ok := c.flushedSlot(o)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -394,4 +444,26 @@ func (c *client) adkAppend(o *op) {
 		Delta: map[string]any{skey: float64(val), "user:" + ukey: float64(val)}}
 	d.m.adkAppended(k, e, map[string]any{ukey: float64(val)})
 	c.log("ADK appended %s at %d", id, ts)
+}
+
+// releaseHold starts the replica a hold snapshot stopped, when the run ends
+// before its regress: the servers serve the next seed.
+func (d *driver) releaseHold() {
+	master, replica := d.held()
+	if replica == "" {
+		return
+	}
+	d.snapMu.Lock()
+	d.snap = nil
+	d.snapMu.Unlock()
+	err := d.e.releaseHeld(master, replica)
+	d.hist.add("  the held replica %s started again, caught up with %s: %v", replica, master, err)
+	if err != nil {
+		d.failf("release the held replica: %v", err)
+	}
+}
+
+func (d *driver) heldReplica() bool {
+	_, replica := d.held()
+	return replica != ""
 }
