@@ -342,26 +342,35 @@ func (d *driver) converge(ctx context.Context) error {
 	}
 	d.m.mu.Unlock()
 	for _, k := range behind {
-		sk := d.e.keys.Session(k.App, k.User, k.SID)
-		for _, key := range []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp} {
-			if _, err := d.e.evict(ctx, key); err != nil {
-				return err
-			}
-		}
-		var n int64
-		if err := faultRetry(ctx, func() (err error) { n, err = d.e.rdb.Exists(ctx, sk.Session).Result(); return err }); err != nil {
+		if err := d.convergeSession(ctx, k); err != nil {
 			return err
 		}
-		if n == 0 {
-			d.m.tempLostOf(k)
-			d.m.mu.Lock()
-			s := d.m.Sessions[k]
-			s.Behind, s.View = false, nil
-			d.m.mu.Unlock()
-			d.forgetHandles(k)
-		}
-		d.hist.add("  converge %v: its keys evicted: %v", k, n == 0)
 	}
+	return nil
+}
+
+// convergeSession evicts the keys of k, which Redis may hold behind the
+// database, if they carry a TTL; once they are gone k reads exactly again.
+func (d *driver) convergeSession(ctx context.Context, k sessKey) error {
+	sk := d.e.keys.Session(k.App, k.User, k.SID)
+	for _, key := range []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp} {
+		if _, err := d.e.evict(ctx, key); err != nil {
+			return err
+		}
+	}
+	var n int64
+	if err := faultRetry(ctx, func() (err error) { n, err = d.e.rdb.Exists(ctx, sk.Session).Result(); return err }); err != nil {
+		return err
+	}
+	if n == 0 {
+		d.m.tempLostOf(k)
+		d.m.mu.Lock()
+		s := d.m.Sessions[k]
+		s.Behind, s.View = false, nil
+		d.m.mu.Unlock()
+		d.forgetHandles(k)
+	}
+	d.hist.add("  converge %v: its keys evicted: %v", k, n == 0)
 	return nil
 }
 
@@ -398,6 +407,17 @@ func (c *client) adkAppend(o *op) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if d.m.session(k).Behind {
+		// Redis may have let go of the older copy since (a rebasing flush
+		// deletes it, and a read puts back the database's), and the model
+		// holds one older copy only: the copy goes first, if it can
+		// (cluster single seed 684012642560: a second ADK append after the
+		// first one's copy was replaced by the database's).
+		if err := d.convergeSession(ctx, k); err != nil {
+			c.faultErr(o, err)
+			return
+		}
+	}
 	s := d.m.session(k)
 	ts := max(time.Now().UnixMicro(), s.lastTs()+1, s.Inc+1)
 	id := fmt.Sprintf("adk-c%d-%d", c.id, o.Step)
