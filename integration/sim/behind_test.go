@@ -60,6 +60,12 @@ func (d *driver) blocked(k sessKey) bool {
 // hash meanwhile, and read their keys exactly).
 func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error {
 	snap := &snapshot{mode: mode, lens: map[sessKey]int{}}
+	if d.snap != nil {
+		// A checkpoint's snapshot waits for the next checkpoint (concurrent
+		// mode): replaced, a held replica would stay stopped.
+		d.hist.add("  fault: no snapshot: another waits for its regress")
+		return nil
+	}
 	d.m.mu.Lock()
 	for k, s := range d.m.Sessions {
 		if snap.whole() && s.Behind {
@@ -127,12 +133,16 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 
 // regress puts Redis back to the snapshot and tells the model what it may
 // have lost: what was acknowledged after the snapshot and not flushed since.
-func (d *driver) regress(ctx context.Context) error {
+func (d *driver) regress(ctx context.Context, checkpoint bool) error {
 	d.snapMu.Lock()
 	snap := d.snap
 	d.snapMu.Unlock()
 	if snap == nil {
 		d.hist.add("  fault: no snapshot to go back to")
+		return nil
+	}
+	if snap.whole() && d.sh.Clients > 1 && !checkpoint {
+		d.hist.add("  fault: no regress: the checkpoint's snapshot waits for the next checkpoint")
 		return nil
 	}
 	defer func() {

@@ -217,7 +217,7 @@ func (d *driver) checkpoint(round int) {
 		// The RDB snapshot (or the held replica) the last checkpoint took:
 		// Redis goes back to it with a round's writes acknowledged since,
 		// part of them flushed.
-		if err := d.regress(ctx); err != nil {
+		if err := d.regress(ctx, true); err != nil {
 			d.failf("checkpoint %d: %v", round, err)
 			return
 		}

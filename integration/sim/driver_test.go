@@ -742,7 +742,7 @@ func (d *driver) serveFault(r *faultReq) {
 		err = d.takeSnapshot(ctx, o.Mode, o.Slot)
 	case opRegress:
 		d.pgStart()
-		err = d.regress(ctx)
+		err = d.regress(ctx, false)
 	case opInFlight:
 		err = d.inFlight(ctx, o)
 	case opRedisRestart, opFailover:
