@@ -2,8 +2,9 @@ package sim
 
 // Redis behind the database (docs/design.md, "Redis behind the database";
 // docs/simulation.md, "Faults"): Redis restarted from an RDB snapshot older
-// than the last flush, an old copy of a session's keys put back, and ADK
-// Python appending rows to the database between the service's writes.
+// than the last flush, a failover to a replica held behind (hold_test.go),
+// an old copy of a session's keys put back, and ADK Python appending rows to
+// the database between the service's writes.
 
 import (
 	"cmp"
@@ -22,12 +23,28 @@ import (
 
 // snapshot is Redis's state taken by a snapshot fault, until its regress.
 type snapshot struct {
-	mode  string            // "rdb": the whole Redis (SAVE); "dump": one session's keys
+	mode  string            // "rdb": the whole Redis (SAVE); "hold": a shard's replica; "dump": one session's keys
 	key   sessKey           // dump: the session
 	dumps map[string]string // dump: key -> DUMP (absent keys are not in it)
 	keys  []string          // dump: the keys put back
 	lens  map[sessKey]int   // events each session had when it was taken
 	temps map[sessKey]mTemp // the temp state each session had then
+	// hold: the shard's master and its replica, stopped since
+	master, replica string
+}
+
+// whole tells whether the snapshot is of every session (the whole Redis, or
+// a shard of the cluster: the model does not follow which sessions it holds).
+func (s *snapshot) whole() bool { return s.mode == "rdb" || s.mode == "hold" }
+
+// held is the replica a hold snapshot stopped ("" when none).
+func (d *driver) held() (master, replica string) {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	if d.snap == nil {
+		return "", ""
+	}
+	return d.snap.master, d.snap.replica
 }
 
 // blocked tells whether creates and deletes of k wait for the regress: the
@@ -36,18 +53,25 @@ type snapshot struct {
 func (d *driver) blocked(k sessKey) bool {
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
-	return d.snap != nil && (d.snap.mode == "rdb" || d.snap.key == k)
+	return d.snap != nil && (d.snap.whole() || d.snap.key == k)
 }
 
 // takeSnapshot takes Redis's state (test goroutine; every client that could
-// touch what it takes has settled): SAVE, or DUMP of the keys of client 0's
-// session o.Slot (its user hash too in the single mode: in the concurrent
-// mode other clients write that hash meanwhile, and read their keys exactly).
+// touch what it takes has settled): SAVE; a replica of the master of client
+// 0's session slot held; or DUMP of the keys of that session (its user hash
+// too in the single mode: in the concurrent mode other clients write that
+// hash meanwhile, and read their keys exactly).
 func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error {
 	snap := &snapshot{mode: mode, lens: map[sessKey]int{}, temps: map[sessKey]mTemp{}}
+	if d.snap != nil {
+		// A checkpoint's snapshot waits for the next checkpoint (concurrent
+		// mode): replaced, a held replica would stay stopped.
+		d.hist.add("  fault: no snapshot: another waits for its regress")
+		return nil
+	}
 	d.m.mu.Lock()
 	for k, s := range d.m.Sessions {
-		if mode == "rdb" && s.Behind {
+		if snap.whole() && s.Behind {
 			d.m.mu.Unlock()
 			d.hist.add("  fault: no snapshot: %v may be behind the database already", k)
 			return nil
@@ -60,6 +84,17 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 		if err := faultRetry(ctx, func() error { return d.e.rdb.Save(ctx).Err() }); err != nil {
 			return fmt.Errorf("SAVE: %w", err)
 		}
+	case "hold":
+		k := d.clients[0].slots[slot].key
+		master, err := d.e.masterOf(d.e.keys.Session(k.App, k.User, k.SID).Session)
+		if err != nil {
+			return err
+		}
+		if snap.replica, err = d.e.holdReplica(master); err != nil {
+			return fmt.Errorf("hold a replica of %s: %w", master, err)
+		}
+		snap.master = master
+		d.hist.add("  fault: replica %s of master %s (the shard of %v) stopped (SIGKILL): its AOF holds what it had applied", snap.replica, master, k)
 	case "dump":
 		k := d.clients[0].slots[slot].key
 		s := d.m.session(k)
@@ -100,17 +135,22 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 	d.snap = snap
 	d.snapMu.Unlock()
 	d.hist.add("  fault: snapshot (%s) taken: %d sessions", mode, len(snap.lens))
+	d.count("snapshot-" + mode)
 	return nil
 }
 
 // regress puts Redis back to the snapshot and tells the model what it may
 // have lost: what was acknowledged after the snapshot and not flushed since.
-func (d *driver) regress(ctx context.Context) error {
+func (d *driver) regress(ctx context.Context, checkpoint bool) error {
 	d.snapMu.Lock()
 	snap := d.snap
 	d.snapMu.Unlock()
 	if snap == nil {
 		d.hist.add("  fault: no snapshot to go back to")
+		return nil
+	}
+	if snap.whole() && d.sh.Clients > 1 && !checkpoint {
+		d.hist.add("  fault: no regress: the checkpoint's snapshot waits for the next checkpoint")
 		return nil
 	}
 	defer func() {
@@ -134,12 +174,25 @@ func (d *driver) regress(ctx context.Context) error {
 		}
 	}
 	slices.SortFunc(keys, func(a, b sessKey) int { return cmpStr(a.String(), b.String()) })
+	d.count("regress-" + snap.mode)
 	switch snap.mode {
 	case "rdb":
 		d.m.looseScopes(nil, true, true)
 		d.faultBegin()
 		err := d.e.restartFromRDB()
 		d.hist.add("  fault: redis killed (SIGKILL) and restarted from the RDB snapshot: %v", err)
+		d.faultEnd()
+		if err != nil {
+			return err
+		}
+	case "hold":
+		// The shard's user and app hashes go back too; which users and apps
+		// the shard holds is not followed: all are loose.
+		d.m.looseScopes(nil, true, true)
+		d.faultBegin()
+		err := d.e.takeOverHeld(snap.master, snap.replica)
+		d.hist.add("  fault: master %s killed, its held replica %s started from its AOF and taken over (CLUSTER FAILOVER TAKEOVER), the old master back as its replica: %v",
+			snap.master, snap.replica, err)
 		d.faultEnd()
 		if err != nil {
 			return err
@@ -330,31 +383,55 @@ func (d *driver) converge(ctx context.Context) error {
 	}
 	d.m.mu.Unlock()
 	for _, k := range behind {
-		sk := d.e.keys.Session(k.App, k.User, k.SID)
-		for _, key := range []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp} {
-			if _, err := d.e.evict(ctx, key); err != nil {
-				return err
-			}
-		}
-		var n int64
-		if err := faultRetry(ctx, func() (err error) { n, err = d.e.rdb.Exists(ctx, sk.Session).Result(); return err }); err != nil {
+		if err := d.convergeSession(ctx, k); err != nil {
 			return err
 		}
-		if n == 0 {
-			d.m.tempLostOf(k)
-			d.m.mu.Lock()
-			s := d.m.Sessions[k]
-			s.Behind, s.View = false, nil
-			d.m.mu.Unlock()
-			d.forgetHandles(k)
-		}
-		d.hist.add("  converge %v: its keys evicted: %v", k, n == 0)
 	}
+	return nil
+}
+
+// convergeSession evicts the keys of k, which Redis may hold behind the
+// database, if they carry a TTL; once they are gone k reads exactly again.
+func (d *driver) convergeSession(ctx context.Context, k sessKey) error {
+	sk := d.e.keys.Session(k.App, k.User, k.SID)
+	for _, key := range []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp} {
+		if _, err := d.e.evict(ctx, key); err != nil {
+			return err
+		}
+	}
+	var n int64
+	if err := faultRetry(ctx, func() (err error) { n, err = d.e.rdb.Exists(ctx, sk.Session).Result(); return err }); err != nil {
+		return err
+	}
+	if n == 0 {
+		d.m.tempLostOf(k)
+		d.m.mu.Lock()
+		s := d.m.Sessions[k]
+		s.Behind, s.View = false, nil
+		d.m.mu.Unlock()
+		d.forgetHandles(k)
+	}
+	d.hist.add("  converge %v: its keys evicted: %v", k, n == 0)
 	return nil
 }
 
 // ---------------------------------------------------------------------------
 // The ADK writer.
+
+// flushedSlot is the session of slot o.Slot once a complete flush has
+// written it; false (said in the history) when it is not live, has an
+// unsettled operation, or the flush failed.
+func (c *client) flushedSlot(o *op) (sessKey, bool) {
+	sl := c.opSlot(c.slots[o.Slot])
+	if sl == nil {
+		return sessKey{}, false
+	}
+	if c.d.m.session(sl.key) == nil {
+		c.log("skipped: no session")
+		return sessKey{}, false
+	}
+	return sl.key, c.flush(o)
+}
 
 // adkAppend appends an event to one of the client's sessions the way ADK
 // Python's DatabaseSessionService.append_event does, straight into the
@@ -365,20 +442,23 @@ func (d *driver) converge(ctx context.Context) error {
 // the session's last event.
 func (c *client) adkAppend(o *op) {
 	d := c.d
-	sl := c.opSlot(c.slots[o.Slot])
-	if sl == nil {
-		return
-	}
-	k := sl.key
-	if d.m.session(k) == nil {
-		c.log("skipped: no session")
-		return
-	}
-	if !c.flush(o) {
+	k, ok := c.flushedSlot(o)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if d.m.session(k).Behind {
+		// Redis may have let go of the older copy since (a rebasing flush
+		// deletes it, and a read puts back the database's), and the model
+		// holds one older copy only: the copy goes first, if it can
+		// (cluster single seed 684012642560: a second ADK append after the
+		// first one's copy was replaced by the database's).
+		if err := d.convergeSession(ctx, k); err != nil {
+			c.faultErr(o, err)
+			return
+		}
+	}
 	s := d.m.session(k)
 	ts := max(time.Now().UnixMicro(), s.lastTs()+1, s.Inc+1)
 	id := fmt.Sprintf("adk-c%d-%d", c.id, o.Step)
@@ -425,4 +505,26 @@ func (c *client) adkAppend(o *op) {
 		Delta: map[string]any{skey: float64(val), "user:" + ukey: float64(val)}}
 	d.m.adkAppended(k, e, map[string]any{ukey: float64(val)})
 	c.log("ADK appended %s at %d", id, ts)
+}
+
+// releaseHold starts the replica a hold snapshot stopped, when the run ends
+// before its regress: the servers serve the next seed.
+func (d *driver) releaseHold() {
+	master, replica := d.held()
+	if replica == "" {
+		return
+	}
+	d.snapMu.Lock()
+	d.snap = nil
+	d.snapMu.Unlock()
+	err := d.e.releaseHeld(master, replica)
+	d.hist.add("  the held replica %s started again, caught up with %s: %v", replica, master, err)
+	if err != nil {
+		d.failf("release the held replica: %v", err)
+	}
+}
+
+func (d *driver) heldReplica() bool {
+	_, replica := d.held()
+	return replica != ""
 }

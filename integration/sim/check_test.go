@@ -213,10 +213,11 @@ func (d *driver) checkpoint(round int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if d.snap != nil && d.snap.mode == "rdb" && d.sh.Clients > 1 {
-		// The RDB snapshot the last checkpoint took: Redis goes back to it
-		// with a round's writes acknowledged since, part of them flushed.
-		if err := d.regress(ctx); err != nil {
+	if d.snap != nil && d.snap.whole() && d.sh.Clients > 1 {
+		// The RDB snapshot (or the held replica) the last checkpoint took:
+		// Redis goes back to it with a round's writes acknowledged since,
+		// part of them flushed.
+		if err := d.regress(ctx, true); err != nil {
 			d.failf("checkpoint %d: %v", round, err)
 			return
 		}
@@ -240,9 +241,14 @@ func (d *driver) checkpoint(round int) {
 		d.failf("checkpoint %d: %v", round, err)
 		return
 	}
-	if d.sh.Clients > 1 && d.sh.Faults && d.sh.Behind && d.e.cluster == nil && d.snap == nil && rng.IntN(3) == 0 {
-		// The next checkpoint restarts Redis from this snapshot.
-		if err := d.takeSnapshot(ctx, "rdb", 0); err != nil {
+	if d.sh.Clients > 1 && d.sh.Faults && d.sh.Behind && d.snap == nil && rng.IntN(3) == 0 {
+		// The next checkpoint restarts Redis from this snapshot, or fails
+		// over to this replica.
+		mode := "rdb"
+		if d.e.cluster != nil {
+			mode = "hold"
+		}
+		if err := d.takeSnapshot(ctx, mode, 0); err != nil {
 			d.failf("checkpoint %d: %v", round, err)
 			return
 		}

@@ -10,8 +10,9 @@
 //     compares every answer, and at each checkpoint everything in Redis and every row in Postgres, with the
 //     model.
 //   - behind_test.go adds the faults that leave Redis behind the database (a restart from an older RDB
-//     snapshot, an old copy of a session's keys put back) and an ADK Python writer appending rows to the
-//     database; the model then holds Redis's older copy as a second view of the session until it converges
+//     snapshot, a failover to a replica held behind in hold_test.go, an old copy of a session's keys put
+//     back, a FLUSHALL or eviction while a flusher's batch waits on a Postgres lock in inflight_test.go)
+//     and an ADK Python writer appending rows to the database; the model then holds Redis's older copy as a second view of the session until it converges
 //     (docs/simulation.md, "Redis behind the database"; in both modes, -sim.behind=false leaves them out of the
 //     concurrent one).
 //   - soak_test.go runs a sustained mixed load against a Redis with maxmemory and records memory, flush lag,

@@ -58,6 +58,18 @@ type driver struct {
 	// knownDup: retried events stored again by an older Redis copy (open finding)
 	knownDup atomic.Int64
 	counts   [len(opNames)]atomic.Int64
+	kindMu   sync.Mutex
+	kinds    map[string]int // faults carried out, by kind and mode (each seed's summary)
+}
+
+// count records a fault carried out (a kind and its mode).
+func (d *driver) count(kind string) {
+	d.kindMu.Lock()
+	defer d.kindMu.Unlock()
+	if d.kinds == nil {
+		d.kinds = map[string]int{}
+	}
+	d.kinds[kind]++
 }
 
 // failf records the run's first failure and stops every client.
@@ -271,6 +283,10 @@ func (c *client) exec(o *op) {
 		if c.flush(o) {
 			c.log("flushed")
 		}
+	case opInFlight:
+		c.heal()
+		c.settleAll(true)
+		c.inFlight(o)
 	case opRedisRestart, opFailover:
 		// The fault hits the next operation: it runs while the server goes down or switches.
 		req := &faultReq{op: o, done: make(chan error, 1)}
@@ -726,7 +742,9 @@ func (d *driver) serveFault(r *faultReq) {
 		err = d.takeSnapshot(ctx, o.Mode, o.Slot)
 	case opRegress:
 		d.pgStart()
-		err = d.regress(ctx)
+		err = d.regress(ctx, false)
+	case opInFlight:
+		err = d.inFlight(ctx, o)
 	case opRedisRestart, opFailover:
 		switch {
 		case r.end && e.cluster == nil && o.Kind == opRedisRestart:
@@ -735,6 +753,10 @@ func (d *driver) serveFault(r *faultReq) {
 			d.hist.add("  fault: redis restarted from its AOF: %v", err)
 			d.faultEnd()
 		case r.end:
+		case e.cluster != nil && d.heldReplica():
+			// Every node's view is needed to fail over (readyReplica); the
+			// next checkpoint ends the hold.
+			d.hist.add("  fault: no failover: a replica is held behind")
 		case e.cluster != nil:
 			d.faultBegin()
 			time.Sleep(o.Delay) // into the next operation

@@ -348,7 +348,7 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		// copy lacks. Once the copy is let go (the database's numbering
 		// back) it is stale; the model allows both (alternatives). Seed
 		// 1076321771481: held at the database's numbering, the handle was
-		// taken as current.
+		// taken as current; so was one in cluster single seed 742397407673.
 		h.rev = int64(len(s.View)) + 1
 	}
 	if sl.shared || h.s == nil || s.Behind {

@@ -37,13 +37,14 @@ const (
 	opPgStart
 	opRedisRestart
 	opFailover
-	opSnapshot // Redis's state taken: an RDB snapshot (SAVE) or one session's keys (DUMP)
-	opRegress  // Redis put back to the snapshot: restarted from the RDB, or the keys restored
+	opSnapshot // Redis's state taken: an RDB snapshot (SAVE), one session's keys (DUMP), or a replica held (hold)
+	opRegress  // Redis put back to the snapshot: restarted from the RDB, the keys restored, or a failover to the held replica
+	opInFlight // FLUSHALL, or a session's keys evicted, while a flusher's batch waits on a Postgres lock
 )
 
 var opNames = [...]string{"create", "append", "get", "list", "user-state", "delete", "rewind", "end-invocation",
 	"shared-append", "flush", "check", "adk-append", "evict", "flushall", "flusher-kill", "pg-stop", "pg-start", "redis-restart",
-	"failover", "snapshot", "regress"}
+	"failover", "snapshot", "regress", "in-flight"}
 
 func (k opKind) String() string { return opNames[k] }
 
@@ -132,11 +133,19 @@ func (o *op) String() string {
 		fmt.Fprintf(&b, " delay=%v pick=%d", o.Delay, o.Pick)
 	case opPgStop, opSnapshot:
 		fmt.Fprintf(&b, " mode=%s", o.Mode)
+	case opInFlight:
+		fmt.Fprintf(&b, " mode=%s cold-get=%v slot=%d svc=%d id=%s pick=%d inv=%d/%s ts=%s/%d author=%s delta=%s artifacts=%s content=%s",
+			o.Mode, o.coldGet(), o.Slot, o.Svc, idModeNames[o.IDMode], o.Pick, o.InvMode, o.NewInv, tsModeNames[o.TsMode], o.Ts,
+			o.Author, js(o.Delta), js(o.Artifacts), o.Content)
 	case opADK:
 		fmt.Fprintf(&b, " slot=%d pick=%d", o.Slot, o.Pick)
 	}
 	return b.String()
 }
+
+// coldGet tells whether an in-flight fault reads its session while the
+// batch waits (a bit of Pick that appendOp does not use).
+func (o *op) coldGet() bool { return (o.Pick>>1)%2 == 0 }
 
 // shape is what a run looks like: how many clients, slots, users, apps,
 // services, shared sessions, which faults.
@@ -221,7 +230,9 @@ func (g *gen) weights() []weighted {
 			ws = append(ws, weighted{opPgStop, 1})
 		}
 		if g.sh.Clients == 1 && g.pgDown == 0 {
-			ws = append(ws, weighted{opFlushAll, 1})
+			// In-flight: only where the one batch holds every unflushed
+			// write (other clients' writes would be lost with a FLUSHALL).
+			ws = append(ws, weighted{opFlushAll, 1}, weighted{opInFlight, 1})
 		}
 		if g.sh.Cluster {
 			ws = append(ws, weighted{opFailover, 1})
@@ -287,15 +298,24 @@ func (g *gen) next() *op {
 		g.pgDown = 3 + g.rng.IntN(12)
 	case opSnapshot:
 		g.snap = true
-		// An RDB snapshot of the standalone Redis in the single mode (in the
-		// concurrent mode the checkpoints take and restore them); one
-		// session's keys otherwise.
+		// In the single mode an RDB snapshot of the standalone Redis, or a
+		// cluster replica held behind (in the concurrent mode the checkpoints
+		// take and put back both); one session's keys otherwise.
 		o.Mode = "dump"
-		if !g.sh.Cluster && g.sh.Clients == 1 && g.rng.IntN(2) == 0 {
+		if g.sh.Clients == 1 && g.rng.IntN(2) == 0 {
 			o.Mode = "rdb"
+			if g.sh.Cluster {
+				o.Mode = "hold"
+			}
 		}
 	case opRegress:
 		g.snap = false
+	case opInFlight:
+		// The batch in flight holds one new event of the slot's session,
+		// appended after a complete flush (a fresh handle: not stale).
+		g.event(o)
+		o.IDMode, o.Handle = []idMode{idGenerated, idFresh}[g.rng.IntN(2)], -1
+		o.Mode = []string{"flushall", "evict", "evict-user"}[g.rng.IntN(3)]
 	}
 	return o
 }

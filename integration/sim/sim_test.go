@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -153,6 +154,15 @@ func runSeed(t *testing.T, srv *servers, m mode, seed int64, steps int) (int64, 
 	if n := d.knownDup.Load(); n > 0 {
 		counts = append(counts, fmt.Sprintf("known-dup-over-db=%d", n))
 	}
+	var kinds []string
+	for k, n := range d.kinds {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	if len(kinds) > 0 {
+		counts = append(counts, "faults:")
+		counts = append(counts, kinds...)
+	}
 	t.Logf("seed %d: %d operations (%s)", seed, d.ops.Load(), strings.Join(counts, " "))
 	return d.ops.Load(), failure == ""
 }
@@ -222,6 +232,7 @@ func (d *driver) run(steps, every int) {
 		close(ch)
 	}
 	wg.Wait()
+	d.releaseHold()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	d.e.stopFlushers(ctx)
