@@ -16,6 +16,7 @@ targets=(
   "./service FuzzEventJSON"
   "./service FuzzEventDecode"
   "./cache/eventjson FuzzEventForms"
+  "./cache/eventjson FuzzCompact"
   "./cache FuzzEscape"
   "./cache FuzzKeysDistinct"
   "./cache FuzzAppIndexMember"

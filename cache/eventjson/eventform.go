@@ -1,7 +1,6 @@
 package eventjson
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,10 +216,26 @@ func splitEvent(top []member) (rest []member, actions, meta []byte) {
 // compact removes the space between tokens that values kept as given (a
 // Postgres jsonb text, say) carry.
 func compact(data []byte) []byte {
-	var b bytes.Buffer
-	b.Grow(len(data))
-	json.Compact(&b, data) // data is valid JSON
-	return b.Bytes()
+	out := make([]byte, 0, len(data))
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				out = append(out, c, data[i+1]) // data is valid JSON: an escape is two bytes at least
+				i++
+				continue
+			}
+			inString = c != '"'
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		case c == '"':
+			inString = true
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func eventMembers(data []byte) ([]member, error) {

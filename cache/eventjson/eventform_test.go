@@ -1,6 +1,7 @@
 package eventjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -299,4 +300,23 @@ func TestStorageFormRefusesNonObjects(t *testing.T) {
 	if !IsStorageForm(top) {
 		t.Error("IsStorageForm: snake_case key not seen")
 	}
+}
+
+// FuzzCompact: compact writes what json.Compact writes, for valid JSON.
+func FuzzCompact(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2, {"b" : "c d\" e\\"}]}`, " \t\n\r1 ", `"\u00e9 \n"`, `[ ]`, `{ }`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !json.Valid(in) {
+			return
+		}
+		var want bytes.Buffer
+		if err := json.Compact(&want, in); err != nil {
+			t.Fatal(err)
+		}
+		if got := compact(in); !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("%q: compact %q, json.Compact %q", in, got, want.Bytes())
+		}
+	})
 }

@@ -15,7 +15,12 @@ type member struct {
 // objectMembers returns the members of data, a valid JSON value, in order;
 // ok is false when it is not an object.
 func objectMembers(data []byte) (out []member, ok bool) {
-	ok = eachItem(data, '{', func(key, val []byte) { out = append(out, member{unquote(key), val}) })
+	ok = eachItem(data, '{', func(key, val []byte) {
+		if out == nil {
+			out = make([]member, 0, 8)
+		}
+		out = append(out, member{unquote(key), val})
+	})
 	return out, ok
 }
 
