@@ -103,7 +103,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer rdb.Close()
-	rep.bytesPerEvent, rep.bytesErr = redisBytesPerEvent(ctx, rdb, keys, res.SessionIDs)
+	rep.bytesPerEvent, rep.bytesAllPerEvent, rep.bytesErr = redisBytesPerEvent(ctx, rdb, keys, res.SessionIDs)
 	if *httpURL == "" {
 		rep.reads = measureReads(ctx, svc, rdb, keys, res.SessionIDs, f.databaseURL)
 	} else {
@@ -129,13 +129,15 @@ type benchReport struct {
 	cfg           loadgen.Config
 	hasDatabase   bool
 	flushDrain    time.Duration
-	bytesPerEvent float64
-	bytesErr      error
-	redisUsec     float64 // Redis script time per append, µs
-	redisErr      error
-	refs          references
-	refsErr       error
-	reads         readRatios
+	bytesPerEvent float64 // the events zset's bytes per event
+	// bytesAllPerEvent adds the event ids zset and the undo records.
+	bytesAllPerEvent float64
+	bytesErr         error
+	redisUsec        float64 // Redis script time per append, µs
+	redisErr         error
+	refs             references
+	refsErr          error
+	reads            readRatios
 }
 
 func (r benchReport) write(w io.Writer) {
@@ -147,7 +149,9 @@ func (r benchReport) write(w io.Writer) {
 	if r.bytesErr != nil {
 		fmt.Fprintf(w, "redis bytes   n/a (%v)\n", r.bytesErr)
 	} else {
-		fmt.Fprintf(w, "redis bytes   %.0f per cached event (event JSON %d B: ×%.2f)\n", r.bytesPerEvent, res.EventJSONBytes, r.bytesPerEvent/float64(res.EventJSONBytes))
+		fmt.Fprintf(w, "redis bytes   %.0f per cached event (event JSON %d B: ×%.2f); with its id and undo record %.0f (×%.2f)\n",
+			r.bytesPerEvent, res.EventJSONBytes, r.bytesPerEvent/float64(res.EventJSONBytes),
+			r.bytesAllPerEvent, r.bytesAllPerEvent/float64(res.EventJSONBytes))
 	}
 	if r.hasDatabase {
 		fmt.Fprintf(w, "flush         caught up %s after the last append\n", r.flushDrain.Round(time.Millisecond))
@@ -177,27 +181,37 @@ func (r benchReport) write(w io.Writer) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d.Microseconds())/1000) }
 
-// redisBytesPerEvent is MEMORY USAGE of the sampled sessions' event zsets
-// over the events they hold.
-func redisBytesPerEvent(ctx context.Context, rdb redis.UniversalClient, keys cache.Keys, refs []loadgen.Ref) (float64, error) {
-	var bytes, events int64
+// redisBytesPerEvent is MEMORY USAGE of the sampled sessions' events
+// zsets per event (zset), and of the zsets, their event ids zsets and
+// undo hashes per event (all).
+func redisBytesPerEvent(ctx context.Context, rdb redis.UniversalClient, keys cache.Keys, refs []loadgen.Ref) (zset, all float64, err error) {
+	var zbytes, abytes, events int64
 	for i, ref := range refs {
 		if i >= 20 {
 			break
 		}
-		k := keys.Session(ref.App, ref.User, ref.ID).Events
-		b, err := rdb.MemoryUsage(ctx, k, 0).Result()
-		if err != nil {
-			return 0, fmt.Errorf("MEMORY USAGE: %w", err)
+		k := keys.Session(ref.App, ref.User, ref.ID)
+		for _, key := range []string{k.Events, k.EventIDs, k.Undo} {
+			b, err := rdb.MemoryUsage(ctx, key, 0).Result()
+			if errors.Is(err, redis.Nil) {
+				continue // no undo records (they were too big, or evicted)
+			}
+			if err != nil {
+				return 0, 0, fmt.Errorf("MEMORY USAGE: %w", err)
+			}
+			if key == k.Events {
+				zbytes += b
+			}
+			abytes += b
 		}
-		n, err := rdb.ZCard(ctx, k).Result()
+		n, err := rdb.ZCard(ctx, k.Events).Result()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		bytes, events = bytes+b, events+n
+		events += n
 	}
 	if events == 0 {
-		return 0, fmt.Errorf("no cached events")
+		return 0, 0, fmt.Errorf("no cached events")
 	}
-	return float64(bytes) / float64(events), nil
+	return float64(zbytes) / float64(events), float64(abytes) / float64(events), nil
 }

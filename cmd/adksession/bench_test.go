@@ -63,7 +63,7 @@ func TestBenchAgainstRedis(t *testing.T) {
 	require.Regexp(t, `appends\s+200 in `, report)
 	require.Regexp(t, `get window\s+10 newest`, report)
 	require.Regexp(t, `get full\s+20 events`, report)
-	require.Regexp(t, `redis bytes\s+\d+ per cached event`, report)
+	require.Regexp(t, `redis bytes\s+\d+ per cached event \(event JSON \d+ B: ×[0-9.]+\); with its id and undo record \d+ \(×[0-9.]+\)`, report)
 	// Each reference and ratio is on its own line, with a positive number.
 	for _, line := range []string{
 		`redis time\s+([0-9.]+)µs of scripts per append \(INFO commandstats EVALSHA µs ÷ appends\)`,
