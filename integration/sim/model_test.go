@@ -441,6 +441,37 @@ func (m *Model) viewAppended(k sessKey, e *mEvent) {
 	s.TempSure = map[string]bool{}
 }
 
+// storedAgain: Redis's older copy of k stored again an event the database
+// holds under its id (storedOverDB), with its user and app parts (keys
+// without their prefix). Its user: keys went into the user hash, which the
+// rebase then replaces with the database's; its app: step ran again as a
+// new change with a new order number (which wins the merge into the
+// database too) when Redis had lost the record of the first one, and not
+// otherwise (docs/design.md, "Ids unknown to an older copy"). So each such
+// key may read as before or as the event's value, in Redis and in the
+// database, until it is written again.
+func (m *Model) storedAgain(k sessKey, user, app map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mayHold := func(w string, cur map[string]any, key string, v any) {
+		alts := m.Loose[w]
+		if alts == nil {
+			was, ok := cur[key]
+			if !ok {
+				was = absent{}
+			}
+			alts = []any{was}
+		}
+		m.Loose[w] = append(alts, v)
+	}
+	for key, v := range user {
+		mayHold("user/"+k.App+"/"+k.User+"/"+key, m.Users[userKey{k.App, k.User}], key, v)
+	}
+	for key, v := range app {
+		mayHold("app/"+k.App+"/"+key, m.Apps[k.App], key, v)
+	}
+}
+
 func (m *Model) deleted(k sessKey) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -19,8 +19,7 @@ import (
 // current in both views). The copy's view still finds it current.
 func TestModelHandleAfterBehindAppend(t *testing.T) {
 	k := sessKey{App: "a", User: "u", SID: "s"}
-	d := &driver{m: newModel(), hist: newHistory(), stopCh: make(chan struct{})}
-	c := &client{d: d, slots: []*slot{{key: k}}}
+	d, c := modelClient(k)
 	d.m.created(k, 1, nil)
 	for i := range 7 {
 		d.m.appended(k, &mEvent{ID: fmt.Sprintf("e%d", i+1), Inv: "inv", Ts: int64(10 + i)}, nil, nil, nil, time.Now())
