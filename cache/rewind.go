@@ -66,7 +66,7 @@ type RewindResult struct {
 // ErrInvocationNotFound, *UndoIncompleteError, ErrStale (only with Computed).
 func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, s.wakeArg(), a.App, a.User, a.SID, a.EventID}
+	args := append(s.changeArgs(a.App, a.User, a.SID, 8), a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, a.EventID)
 	if a.Computed == nil {
 		args = append(args, "")
 	} else {

@@ -111,6 +111,13 @@ func (s *Store) wakeArg() string {
 	return s.keys.Wake()
 }
 
+// changeArgs are the first arguments of the scripts that log a change
+// (create, append, delete, rewind; lib.lua): wakeArg, then the session's
+// app, user and id, with room for n more.
+func (s *Store) changeArgs(app, user, sid string, n int) []any {
+	return append(make([]any, 0, 4+n), s.wakeArg(), app, user, sid)
+}
+
 func boolArg(b bool) string {
 	if b {
 		return "1"
@@ -135,7 +142,8 @@ type CreateArgs struct {
 // CreateChangeID), after AppOrder as its first.
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token, orderArg(a.Delta)}
+	args := append(s.changeArgs(a.App, a.User, a.SID, 9+2*len(a.Delta.Session)+2*len(a.Delta.User)),
+		a.CreateTime, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token, orderArg(a.Delta))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	args = append(args, s.caps.Session, s.caps.User)
@@ -329,6 +337,9 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
 	v := newArgv(keys, 22+2*pairs, 14+2*pairs, 6)
+	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID} {
+		v.str(x)
+	}
 	if a.NoHandle {
 		rev := ""
 		if a.IfUpdateTime > 0 {
@@ -353,7 +364,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 		v.str(x)
 	}
 	v.int(s.tempTTL.Milliseconds())
-	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, orderArg(a.Delta), a.EventID, boolArg(a.CheckID)} {
+	for _, x := range []string{a.Delta.AppJSON, orderArg(a.Delta), a.EventID, boolArg(a.CheckID)} {
 		v.str(x)
 	}
 	for _, pairs := range [][]Pair{a.Delta.Session, a.Delta.User, a.Delta.Temp, a.Artifacts} {
@@ -460,7 +471,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 // Delete deletes a session; it reports whether a cached session was removed.
 func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
-	args := []any{s.wakeArg(), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
+	args := append(s.changeArgs(app, user, sid, 2), time.Now().UnixMicro(), AppIndexMember(user, sid))
 	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)

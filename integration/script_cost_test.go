@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
@@ -88,7 +89,19 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		require.NoError(b, err, "%s", res)
 		return float64(total()) / scriptCostCalls
 	}
+	// goCalls runs call(i) for i in [0, n) from this process, one at a time,
+	// and returns the instructions per call.
+	goCalls := func(n int, call func(i int)) float64 {
+		total()
+		for i := range n {
+			call(i)
+		}
+		return float64(total()) / float64(n)
+	}
 	for b.Loop() {
+		for name, v := range otherScripts(b, rdb, goCalls) {
+			b.ReportMetric(v, name+"-instr/call")
+		}
 		ref := instructions(referenceCall(b, "", appendBenchEvent(1)))
 		full := appendCall(b, rdb, "", "cost", "u", resp.Session.ID(), appendBenchEvent(1), true)
 		b.ReportMetric(ref, "ref-instr/call")
@@ -105,16 +118,59 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	}
 }
 
+// otherScriptCalls is how many times each of the other session scripts is
+// called (from Go, on sessions of their own).
+const otherScriptCalls = 500
+
+// otherScripts measures, with a database (durable), create.lua (a session
+// with one session key), rewind.lua (before the one invocation of a session
+// with one event that set a session key: the undo records' path) and
+// delete.lua, each on sessions of its own.
+func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, call func(i int)) float64) map[string]float64 {
+	ctx := context.Background()
+	keys, err := cache.NewKeys("other:", 0)
+	require.NoError(b, err)
+	store := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: true})
+	require.NoError(b, store.LoadScripts(ctx))
+	k := keys.Session("cost", "u", "")
+	require.NoError(b, rdb.HSet(ctx, k.User, "m:rev", 0).Err())
+	require.NoError(b, rdb.ZAdd(ctx, k.UserIndex, redis.Z{Member: ""}).Err())
+	sid := func(i int) string { return "s" + strconv.Itoa(i) }
+	now := time.Now().UnixMicro()
+	out := map[string]float64{}
+	out["create"] = measure(otherScriptCalls, func(i int) {
+		require.NoError(b, store.Create(ctx, cache.CreateArgs{App: "cost", User: "u", SID: sid(i), CreateTime: now + int64(i), Token: sid(i),
+			Delta: cache.StateDelta{Session: []cache.Pair{{Key: "a", Value: "1"}}}}))
+	})
+	for i := range otherScriptCalls {
+		_, err := store.Append(ctx, cache.AppendArgs{App: "cost", User: "u", SID: sid(i), HandleRev: 0, Incarnation: now + int64(i),
+			Ts: now + 1000, InvocationID: "inv", EventID: "e" + sid(i), EventPre: `{"id":"e","timestamp":`, EventPost: `}`,
+			Delta: cache.StateDelta{Session: []cache.Pair{{Key: "a", Value: "2"}}}})
+		require.NoError(b, err)
+	}
+	out["rewind"] = measure(otherScriptCalls, func(i int) {
+		r, err := store.Rewind(ctx, cache.RewindArgs{App: "cost", User: "u", SID: sid(i), Before: "inv", InvocationID: "e-r",
+			EventID: "r" + sid(i), Ts: now + 2000, EventPre: `{"id":"r","timestamp":`, EventMid: `,"actions":{"stateDelta":`, EventTail: `}}`})
+		require.NoError(b, err)
+		require.EqualValues(b, 2, r.Seq)
+	})
+	out["delete"] = measure(otherScriptCalls, func(i int) {
+		ok, err := store.Delete(ctx, "cost", "u", sid(i))
+		require.NoError(b, err)
+		require.True(b, ok)
+	})
+	return out
+}
+
 // appendParts are the places append.lua is cut short at, in order.
 var appendParts = []struct{ name, before string }{
 	{"call", "-- lib.lua:"},
 	{"lib", "local sess, events, temp, user, uindex, log = KEYS[1]"},
 	{"inputs", "-- Preconditions, all checked"},
-	{"checks", "local ts = ts0"},
-	{"session", "-- What rewind.lua needs"},
+	{"checks", "-- Session state (and m:sz"},
+	{"event", "-- What rewind.lua needs"},
 	{"undo", "if u > 0 then"},
-	{"user-temp", "redis.call('ZADD', events"},
-	{"indexes", "if durable then\n  -- Keys that"},
+	{"user-temp", "if durable then\n  if uh"},
 }
 
 // callgrindTotal reads the instruction total of the dump callgrind_control

@@ -10,20 +10,20 @@
 -- KEYS[6] -> change log       <ns>adk:{shard}:log
 -- KEYS[7] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[8] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- ARGV[1] -> revision (last seq) of the caller's handle; "" for an append without a handle (to the session as
+-- ARGV[1..4] -> the change-logging scripts' common prefix (lib.lua): "" without a database, else the
+--            flusher's wake channel (write the change log, drop TTLs; missing user state means evicted); app
+--            name, user id, session id (raw)
+-- ARGV[5] -> revision (last seq) of the caller's handle; "" for an append without a handle (to the session as
 --            it is now); "=<µs>" for one that applies only while the session's last update time is that
--- ARGV[2] -> incarnation of the caller's handle (a handle of an earlier incarnation of the id is stale); ""
+-- ARGV[6] -> incarnation of the caller's handle (a handle of an earlier incarnation of the id is stale); ""
 --            without a handle
--- ARGV[3] -> "" refuses a handle that is behind (stale); otherwise concurrent appends: apply anyway, and
+-- ARGV[7] -> "" refuses a handle that is behind (stale); otherwise concurrent appends: apply anyway, and
 --            return the events after this score bound ("(<µs of the handle's last event>" or "-inf")
--- ARGV[4] -> event timestamp in µs, in [0, 2^53) (moved to previous + 1 when not after the previous event)
--- ARGV[5] -> invocation id
--- ARGV[6], ARGV[7] -> the event as JSON (temp: keys already removed from its state delta) before and after
+-- ARGV[8] -> event timestamp in µs, in [0, 2^53) (moved to previous + 1 when not after the previous event)
+-- ARGV[9] -> invocation id
+-- ARGV[10], ARGV[11] -> the event as JSON (temp: keys already removed from its state delta) before and after
 --            the value of its top-level "timestamp": the script writes the stored time between them
--- ARGV[8] -> TTL of the temp hash in ms (read only when the event sets temp keys)
--- ARGV[9] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
---            on the channel when the log was empty; drop TTLs; missing user state means evicted)
--- ARGV[10], ARGV[11], ARGV[12] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[12] -> TTL of the temp hash in ms (read only when the event sets temp keys)
 -- ARGV[13] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[14] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
 -- ARGV[15] -> event id
@@ -54,11 +54,10 @@ local undo, ids = KEYS[7], KEYS[8]
 -- (tonumber, string.format), so the script parses only what its path needs: the handle's revision and
 -- incarnation are compared with the stored ones as strings first (a stored value is a valid integer, so an
 -- argument equal to it is one too) and parsed only when they differ; the temp TTL only when temp keys are set.
-local bound = ARGV[3]
-local ts0 = argv_int(4, 0, MAX_INT - 1)
-local inv = ARGV[5]
-local wake = ARGV[9]
-local durable = wake ~= ''
+local bound = ARGV[7]
+local ts0 = argv_int(8, 0, MAX_INT - 1)
+local inv = ARGV[9]
+local durable = ARGV[1] ~= ''
 local id = ARGV[15]
 if ARGV[13] ~= '' then
   argv_int(14, 1, MAX_INT)
@@ -73,7 +72,7 @@ avals, a, i = argv_pairs(i, 'a:')
 if i + 1 ~= #ARGV then
   fail('append: ' .. #ARGV .. ' arguments, ' .. (i + 1) .. ' expected')
 end
-local ttl = t > 0 and argv_int(8, 1, MAX_INT)
+local ttl = t > 0 and argv_int(12, 1, MAX_INT)
 local scap, ucap = s > 0 and argv_int(i, 0, MAX_INT), u > 0 and argv_int(i + 1, 0, MAX_INT)
 for n = 2, #avals, 2 do
   local v = tonumber(avals[n])
@@ -103,19 +102,19 @@ if not meta[1] then
 end
 -- Stored meta fields are integers the scripts wrote: arithmetic converts them.
 local rev, ut, cnt, inc = meta[1] + 0, meta[2] + 0, meta[3] + 0, meta[5] + 0
--- ARGV[1]: the handle's revision (behind: it is not the stored one), or "=" and the update time to check (at).
+-- ARGV[5]: the handle's revision (behind: it is not the stored one), or "=" and the update time to check (at).
 local behind, at = false, false
-if ARGV[1] ~= meta[1] and ARGV[1] ~= '' then
-  if string.byte(ARGV[1]) == 61 then -- '='
-    at = tonumber(string.sub(ARGV[1], 2))
+if ARGV[5] ~= meta[1] and ARGV[5] ~= '' then
+  if string.byte(ARGV[5]) == 61 then -- '='
+    at = tonumber(string.sub(ARGV[5], 2))
     if at == nil or at % 1 ~= 0 or at < 0 or at >= MAX_INT then
-      fail('ARGV[1]: ' .. ARGV[1] .. ' is not "=" and an update time in µs')
+      fail('ARGV[5]: ' .. ARGV[5] .. ' is not "=" and an update time in µs')
     end
   else
-    behind = argv_int(1, 0, MAX_INT) ~= rev
+    behind = argv_int(5, 0, MAX_INT) ~= rev
   end
 end
-local otherinc = ARGV[2] ~= '' and ARGV[2] ~= meta[5] and argv_int(2, 0, MAX_INT) ~= inc
+local otherinc = ARGV[6] ~= '' and ARGV[6] ~= meta[5] and argv_int(6, 0, MAX_INT) ~= inc
 -- Keys without a TTL are never evicted (volatile-* policies): the checks for a partly evicted session are
 -- needed only once the flusher has given the session's keys a TTL (m:ttl).
 local expiring, covered = meta[6] == '1', meta[7] == '1'
@@ -174,47 +173,21 @@ if ucap then
   end
 end
 
-local ts = ts0
-if rev > 0 and ts <= ut then
-  ts = ut + 1
-end
-local seq = rev + 1
--- Each number formatted once; the stored time is the µs with a decimal point before the last six digits.
-local seqs, tss = int(seq), int(ts)
-local stamp
-if ts >= 1000000 then
-  stamp = string.sub(tss, 1, -7) .. '.' .. string.sub(tss, -6)
-else
-  stamp = string.format('0.%06d', ts)
-end
-local member = seqs .. ':' .. ARGV[6] .. stamp .. ARGV[7]
-local eventsize = #member - #seqs - 1
-
--- Session meta and state, in one HSET.
-local fields = {'m:rev', seqs, 'm:ut', tss, 'm:cnt', int(cnt + 1)}
-local newinv = meta[4] ~= inv
-if newinv then
-  -- The first event of another invocation ends the previous one's temp state.
-  redis.call('DEL', temp)
-  fields[7], fields[8] = 'm:tinv', inv
-end
-if covered ~= (meta[7] == '1') then
-  redis.call('HDEL', sess, 'm:undo')
-end
-for j = 1, #svals do
-  fields[#fields + 1] = svals[j]
-end
+-- Session state (and m:sz; the undo record below reads the first s pairs only) with the meta in one HSET.
 if ssz then
-  fields[#fields + 1], fields[#fields + 2] = 'm:sz', int(ssz)
+  svals[#svals + 1], svals[#svals + 2] = 'm:sz', int(ssz)
 end
-chunked('HSET', sess, fields)
+local seq, ts, seqs, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
+  {rev = rev, ut = ut, cnt = cnt, tinv = meta[4], ttl = expiring, undo = meta[7] == '1', covered = covered},
+  ts0, inv, ARGV[10], ARGV[11], id, svals)
+local eventsize = #ARGV[10] + #stamp + #ARGV[11]
 
 -- What rewind.lua needs to undo this event, kept while the undo hash covers the session (m:undo): the first
 -- seq of each invocation, and the raw previous values of the session keys and artifact versions it sets,
 -- unless they are bigger than the event itself (then the record says so, and a rewind replays the history).
 if covered then
   local parts = {}
-  if newinv and redis.call('HSETNX', undo, 'i:' .. inv, seqs) == 1 then
+  if meta[4] ~= inv and redis.call('HSETNX', undo, 'i:' .. inv, seqs) == 1 then
     undo_put(parts, 'i', inv)
   end
   local size, prevs = 0, {}
@@ -260,27 +233,16 @@ if t > 0 then
   redis.call('PEXPIRE', temp, ttl)
 end
 
-redis.call('ZADD', events, tss, member)
-redis.call('ZADD', ids, seqs, id)
-redis.call('ZADD', uindex, tss, ARGV[12])
-
 if durable then
-  -- Keys that hold unflushed writes carry no TTL.
-  if expiring then
-    unexpire(sess, events, ids, undo)
-  end
   if uh[2] == '1' then
     redis.call('PERSIST', user)
     redis.call('PERSIST', uindex)
     redis.call('HDEL', user, 'm:ttl')
   end
-  local entry = {'k', 'a', 'a', ARGV[10], 'u', ARGV[11], 'i', ARGV[12], 'n', meta[5], 'q', seqs, 't', tss}
   if ARGV[13] ~= '' then
-    entry[15], entry[16], entry[17], entry[18], entry[19], entry[20] = 'p', ARGV[13], 'o', ARGV[14], 'e', id
-  end
-  redis.call('XADD', log, '*', unpack(entry))
-  if redis.call('XLEN', log) == 1 then
-    redis.call('PUBLISH', wake, 1)
+    log_change(log, 'a', meta[5], seqs, tss, ARGV[13], ARGV[14], id)
+  else
+    log_change(log, 'a', meta[5], seqs, tss)
   end
 end
 

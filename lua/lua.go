@@ -121,7 +121,7 @@ var ReferenceAppend string
 func AppendCeiling() string {
 	s := Append
 	for _, r := range [][2]string{
-		{"    behind = argv_int(1, 0, MAX_INT) ~= rev", "    behind = false"},
+		{"    behind = argv_int(5, 0, MAX_INT) ~= rev", "    behind = false"},
 		{"local id = ARGV[15]", "local id = ARGV[15] .. '/' .. redis.call('ZCARD', KEYS[2])"},
 	} {
 		if strings.Count(s, r[0]) != 1 {
