@@ -151,10 +151,10 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	return s.capped(codeError(res[0]), res[len(res)-1], a.App, a.User, a.SID)
+	return s.capped(createStatuses.err(res[0]), res[len(res)-1], a.App, a.User, a.SID)
 }
 
-// capped completes a StateCapError of codeError with the scope of a write
+// capped completes a StateCapError of a script's status with the scope of a write
 // to (app, user, sid), the state's total the script answered with its
 // status (bytes) and the cap; other errors are returned as they are.
 func (s *Store) capped(err error, bytes int64, app, user, sid string) error {
@@ -208,16 +208,16 @@ func (s *Store) AppOrder(ctx context.Context, app string, pairs []Pair) (int64, 
 	}
 	switch v := v.(type) {
 	case int64:
-		if v == codeNoUser {
-			return 0, ErrAppNotCached
+		if err := appOrderStatuses.err(v); err != nil {
+			return 0, err
 		}
 		return v, nil
 	case []any:
 		if len(v) == 2 {
 			code, ok1 := v[0].(int64)
 			bytes, ok2 := v[1].(int64)
-			if ok1 && ok2 && code == codeAppCap {
-				return 0, s.capped(codeError(code), bytes, app, "", "")
+			if ok1 && ok2 && code < 0 {
+				return 0, s.capped(appOrderStatuses.err(code), bytes, app, "", "")
 			}
 		}
 	}
@@ -258,15 +258,10 @@ func (s *Store) ApplyApp(ctx context.Context, app string, c AppChange) error {
 	}
 	args := appendPairs([]any{c.ID, time.Now().UnixMilli(), s.appliedRetention.Milliseconds(), boolArg(s.durable), order, mode}, c.Pairs)
 	n, err := s.write(ctx, appApplyScript, []string{k.State, k.Applied, k.Order}, args...).Int64()
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("app state script: %w", err)
-	case n == codeNoUser:
-		return ErrAppNotCached
-	case n == codeOrderLost:
-		return ErrAppOrderLost
 	}
-	return nil
+	return appApplyStatuses.err(n)
 }
 
 // AppendArgs are the inputs of Append.
@@ -434,8 +429,8 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 		return nil, fmt.Errorf("append script: %w", err)
 	}
 	code := v[0].(int64)
-	switch code {
-	case codeDuplicate:
+	switch err := appendStatuses.err(code); {
+	case err == ErrDuplicateEvent:
 		dup := &DuplicateEventError{Incarnation: v[1].(int64)}
 		if len(v) == 5 {
 			rec, err := parseMember(v[2].(string), v[3].(string))
@@ -445,17 +440,11 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 			dup.Stored, dup.Flushed = &rec, v[4].(int64) == 1
 		}
 		return nil, dup
-	case codeCheckID:
-		return nil, ErrCheckEventID
-	}
-	if err := codeError(code); err != nil {
-		switch code {
-		case codeStale:
-			return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
-		case codeSessionCap, codeUserCap:
-			return nil, s.capped(err, v[1].(int64), a.App, a.User, a.SID)
-		}
-		return nil, err
+	case err == ErrStale:
+		return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
+	case err != nil:
+		bytes, _ := v[len(v)-1].(int64) // a cap's status: the state's total
+		return nil, s.capped(err, bytes, a.App, a.User, a.SID)
 	}
 	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64), Incarnation: v[len(v)-1].(int64)}
 	if code == codeCaughtUp {
