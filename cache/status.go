@@ -12,8 +12,9 @@ import (
 // cached to append.lua and the app's to app_order.lua, -6 an invocation not
 // found to rewind.lua and a lost order to app_apply.lua. So each script has
 // one table of the statuses it answers, and each status is named there,
-// once; TestStatusTables checks that every `return {-N` and `return -N` of
-// lua/*.lua is in its script's table, and every entry in its script.
+// once; TestStatusTables checks that every `return {-N`, `return -N` and
+// `= {-N` of lua/*.lua is in its script's table, and every entry in its
+// script.
 const (
 	codeOK       = 0
 	codeCaughtUp = 1 // append.lua: appended by a handle that was behind (concurrent mode)

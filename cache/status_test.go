@@ -26,8 +26,9 @@ var scriptStatusTables = map[string]statuses{
 	"hydrate_index.lua": hydrateStatuses,
 }
 
-// negativeReturn is a script's negative status: `return {-N` or `return -N`.
-var negativeReturn = regexp.MustCompile(`return \{?(-[0-9]+)`)
+// negativeReturn is a script's negative status: `return {-N`, `return -N`,
+// or a reply kept to return later (`refused = {-N`).
+var negativeReturn = regexp.MustCompile(`(?:return \{?|= \{)(-[0-9]+)`)
 
 // TestStatusTables: every negative status a script returns is in its
 // script's table, and every entry of a table is returned by a script that

@@ -394,6 +394,22 @@ func testBadScriptArguments(t *testing.T, url string) {
 		require.Contains(t, err.Error(), "adksession:", c.name)
 		require.Equal(t, before, e.dump(), "%s: the namespace changed", c.name)
 	}
+	// Refusals after the event id's check write nothing either: the id is indexed (ZADD NX, append.lua's
+	// first write) only once every check passed.
+	for _, c := range []struct {
+		name string
+		args []any
+		code int64
+	}{
+		{"stale handle", with(goodAppend(), 4, "0"), -3},
+		{"session state cap", with(goodAppend(), 22, "1"), -12},
+	} {
+		before := e.dump()
+		r, err := e.rdb.Eval(ctx, lua.Append, appendKeys, c.args...).Slice()
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.code, r[0], c.name)
+		require.Equal(t, before, e.dump(), "%s: the namespace changed", c.name)
+	}
 	// The well-formed call appends: the cases above failed for their one bad argument.
 	n, err := e.rdb.Eval(ctx, lua.Append, appendKeys, goodAppend()...).Slice()
 	require.NoError(t, err)

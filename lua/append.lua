@@ -136,8 +136,39 @@ end
 if otherinc then
   return {-3, rev}
 end
--- An id the session holds: a retry of an acknowledged append, or an id reused for another event.
-local had = redis.call('ZSCORE', ids, id)
+-- The refusals that come after the event id's check: the id is checked for every call, a retry of an
+-- acknowledged append coming through a handle that missed its reply.
+local refused
+if checkid and meta[8 + s] + 0 > 1 then
+  refused = {-9}
+elseif (behind and bound == '') or (at and ut ~= at) then
+  refused = {-3, rev}
+end
+-- State totals (lib.lua): the session's and the user's with this event's keys, within their caps.
+local ssz, usz, over
+if scap and not refused then
+  local olds = {}
+  for j = 1, s do
+    olds[j] = meta[7 + j] and #meta[7 + j] or 0
+  end
+  ssz, over = state_write(sess, svals, scap, olds)
+  if over then
+    refused = {-12, ssz}
+  end
+end
+if ucap and not refused then
+  usz, over = state_write(user, uvals, ucap)
+  if over then
+    refused = {-13, usz}
+  end
+end
+-- The event id: one ZADD NX indexes a new id, the first write, once every other check passed; an id the session
+-- holds (a retry of an acknowledged append, or an id reused for another event) is answered with its event.
+local seqs = int(rev + 1)
+local had
+if refused or redis.call('ZADD', ids, 'NX', seqs, id) == 0 then
+  had = redis.call('ZSCORE', ids, id)
+end
 if had then
   had = had + 0
   local first = (meta[8 + s] or redis.call('HGET', sess, 'm:first')) + 0
@@ -148,38 +179,17 @@ if had then
   local fl = tonumber(redis.call('HGET', sess, 'm:fl')) or 0
   return {-8, inc, stored[1], stored[2], had <= fl and 1 or 0}
 end
-if checkid and meta[8 + s] + 0 > 1 then
-  return {-9}
-end
-if (behind and bound == '') or (at and ut ~= at) then
-  return {-3, rev}
-end
--- State totals (lib.lua): the session's and the user's with this event's keys, within their caps.
-local ssz, usz, over
-if scap then
-  local olds = {}
-  for j = 1, s do
-    olds[j] = meta[7 + j] and #meta[7 + j] or 0
-  end
-  ssz, over = state_write(sess, svals, scap, olds)
-  if over then
-    return {-12, ssz}
-  end
-end
-if ucap then
-  usz, over = state_write(user, uvals, ucap)
-  if over then
-    return {-13, usz}
-  end
+if refused then
+  return refused
 end
 
 -- Session state (and m:sz; the undo record below reads the first s pairs only) with the meta in one HSET.
 if ssz then
   svals[#svals + 1], svals[#svals + 2] = 'm:sz', int(ssz)
 end
-local seq, ts, seqs, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
+local seq, ts, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
   {rev = rev, ut = ut, cnt = cnt, tinv = meta[4], ttl = expiring, undo = meta[7] == '1', covered = covered},
-  ts0, inv, ARGV[10], ARGV[11], id, svals)
+  seqs, ts0, inv, ARGV[10], ARGV[11], nil, svals)
 local eventsize = #ARGV[10] + #stamp + #ARGV[11]
 
 -- What rewind.lua needs to undo this event, kept while the undo hash covers the session (m:undo): the first

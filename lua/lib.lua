@@ -234,18 +234,17 @@ end
 --   sess, events, temp, uindex, ids, undo: the session's keys
 --   m: the session as read: {rev =, ut =, cnt = (numbers), tinv = m:tinv, ttl = m:ttl is 1, undo = m:undo is 1,
 --      covered = the undo hash still covers the session (false once it was evicted)}
---   ts0: the event's time in µs (moved to the previous event's + 1 when not after it); inv: its invocation;
+--   seqs: its seq (m.rev + 1) formatted; ts0: the event's time in µs (moved to the previous event's + 1 when not after it); inv: its invocation;
 --   pre, post: its JSON before and after the value of its "timestamp" (the stored time goes between them);
 --   id: its id, nil when the caller indexed it already; fields: more session hash fields (field, value, ...)
--- Returns seq, ts, and both formatted, and the stored time (the JSON's "timestamp" value).
-local function store_event(sess, events, temp, uindex, ids, undo, m, ts0, inv, pre, post, id, fields)
+-- Returns seq, ts, ts formatted, and the stored time (the JSON's "timestamp" value).
+local function store_event(sess, events, temp, uindex, ids, undo, m, seqs, ts0, inv, pre, post, id, fields)
   local ts = ts0
   if m.rev > 0 and ts <= m.ut then
     ts = m.ut + 1
   end
-  local seq = m.rev + 1
   -- Each number formatted once; the stored time is the µs with a decimal point before the last six digits.
-  local seqs, tss = int(seq), int(ts)
+  local tss = int(ts)
   local stamp
   if ts >= 1000000 then
     stamp = string.sub(tss, 1, -7) .. '.' .. string.sub(tss, -6)
@@ -273,5 +272,5 @@ local function store_event(sess, events, temp, uindex, ids, undo, m, ts0, inv, p
   if m.ttl and ARGV[1] ~= '' then
     unexpire(sess, events, ids, undo)
   end
-  return seq, ts, seqs, tss, stamp
+  return m.rev + 1, ts, tss, stamp
 end

@@ -254,9 +254,9 @@ if sz then
   local n = #set
   set[n + 1], set[n + 2] = 'm:sz', int(sz + state_grow(set, value_lens(sess, set)))
 end
-local seq, ts, _, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
+local seq, ts, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
   {rev = rev, ut = ut, cnt = cnt, tinv = meta[4], ttl = expiring, undo = meta[8] == '1', covered = covered},
-  ts0, inv, ARGV[8], post, ARGV[11], set)
+  seqs, ts0, inv, ARGV[8], post, ARGV[11], set)
 
 if durable then
   redis.call('PERSIST', uindex)
