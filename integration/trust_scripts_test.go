@@ -410,10 +410,13 @@ func testBadScriptArguments(t *testing.T, url string) {
 		require.Equal(t, c.code, r[0], c.name)
 		require.Equal(t, before, e.dump(), "%s: the namespace changed", c.name)
 	}
-	// The well-formed call appends: the cases above failed for their one bad argument.
+	// The well-formed call appends: the cases above failed for their one bad argument. Its event sets no
+	// user: key, so it needs no user hash: it appends while Redis lacks it, and reads nothing of it.
+	require.NoError(t, e.rdb.Del(ctx, k.User).Err())
 	n, err := e.rdb.Eval(ctx, lua.Append, appendKeys, goodAppend()...).Slice()
 	require.NoError(t, err)
 	require.EqualValues(t, 0, n[0])
+	require.Zero(t, e.rdb.Exists(ctx, k.User).Val(), "the user hash is not written")
 }
 
 // testEventIDRetry: an append retried after its reply was lost (same id,

@@ -82,16 +82,16 @@ for n = 2, #avals, 2 do
   avals[n] = int(v)
 end
 
--- Preconditions, all checked before the first write: one HMGET reads the meta fields and the previous values
--- of the session keys the event sets (what its undo record keeps); m:first too when the event id must be
--- checked against it (ARGV[16]).
-local want = {'m:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:inc', 'm:ttl', 'm:undo'}
+-- Preconditions, all checked before the first write: one HMGET reads the meta fields (the state's total
+-- m:sz with them) and the previous values of the session keys the event sets (what its undo record keeps);
+-- m:first too when the event id must be checked against it (ARGV[16]).
+local want = {'m:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:inc', 'm:ttl', 'm:undo', 'm:sz'}
 for j = 1, s do
-  want[7 + j] = svals[2 * j - 1]
+  want[8 + j] = svals[2 * j - 1]
 end
 local checkid = ARGV[16] == '1'
 if checkid then
-  want[8 + s] = 'm:first'
+  want[9 + s] = 'm:first'
 end
 local meta = hmget_chunked(sess, want)
 if not meta[1] then
@@ -126,11 +126,20 @@ if expiring then
     covered = false -- the undo records were evicted: rewinds replay the history
   end
 end
-local uh = {}
-if durable or u > 0 then
-  uh = redis.call('HMGET', user, 'm:rev', 'm:ttl')
+-- The user hash is read only when something needs it: the event's user: keys (its revision, TTL flag and
+-- total, and the previous values of the keys, in one HMGET), or, with a database, the catch-up reply of a
+-- handle that is behind.
+local uh
+if u > 0 then
+  local uwant = {'m:rev', 'm:ttl', 'm:sz'}
+  for j = 1, u do
+    uwant[3 + j] = uvals[2 * j - 1]
+  end
+  uh = hmget_chunked(user, uwant)
+elseif durable and behind and bound ~= '' then
+  uh = redis.call('HMGET', user, 'm:rev')
 end
-if durable and not uh[1] then
+if durable and uh and not uh[1] then
   return {-4}
 end
 if otherinc then
@@ -139,7 +148,7 @@ end
 -- The refusals that come after the event id's check: the id is checked for every call, a retry of an
 -- acknowledged append coming through a handle that missed its reply.
 local refused
-if checkid and meta[8 + s] + 0 > 1 then
+if checkid and meta[9 + s] + 0 > 1 then
   refused = {-9}
 elseif (behind and bound == '') or (at and ut ~= at) then
   refused = {-3, rev}
@@ -149,15 +158,19 @@ local ssz, usz, over
 if scap and not refused then
   local olds = {}
   for j = 1, s do
-    olds[j] = meta[7 + j] and #meta[7 + j] or 0
+    olds[j] = meta[8 + j] and #meta[8 + j] or 0
   end
-  ssz, over = state_write(sess, svals, scap, olds)
+  ssz, over = state_write(sess, svals, scap, olds, false, meta[8])
   if over then
     refused = {-12, ssz}
   end
 end
 if ucap and not refused then
-  usz, over = state_write(user, uvals, ucap)
+  local olds = {}
+  for j = 1, u do
+    olds[j] = uh[3 + j] and #uh[3 + j] or 0
+  end
+  usz, over = state_write(user, uvals, ucap, olds, false, uh[3])
   if over then
     refused = {-13, usz}
   end
@@ -171,7 +184,7 @@ if refused or redis.call('ZADD', ids, 'NX', seqs, id) == 0 then
 end
 if had then
   had = had + 0
-  local first = (meta[8 + s] or redis.call('HGET', sess, 'm:first')) + 0
+  local first = (meta[9 + s] or redis.call('HGET', sess, 'm:first')) + 0
   if had < first then
     return {-8, inc}
   end
@@ -202,7 +215,7 @@ if covered then
   end
   local size, prevs = 0, {}
   for j = 1, s do
-    prevs[j] = meta[7 + j]
+    prevs[j] = meta[8 + j]
     if prevs[j] then
       size = size + #prevs[j]
     end
@@ -244,7 +257,11 @@ if t > 0 then
 end
 
 if durable then
-  if uh[2] == '1' then
+  -- The user index drops its TTL with the user hash's (flushed.lua gives both theirs together); without user:
+  -- keys the user hash is not read, and keeps its own.
+  if u == 0 then
+    redis.call('PERSIST', uindex)
+  elseif uh[2] == '1' then
     redis.call('PERSIST', user)
     redis.call('PERSIST', uindex)
     redis.call('HDEL', user, 'm:ttl')

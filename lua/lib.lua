@@ -148,8 +148,11 @@ end
 
 -- state_total returns a state hash's total: m:sz, or counted from its fields when it has none (a hash
 -- hydrate.lua put back, or one written before totals were kept; the next write that changes it stores it).
-local function state_total(hash)
-  local stored = redis.call('HGET', hash, 'm:sz')
+-- stored is m:sz as the caller read it (false: the hash has none), nil when the caller did not read it.
+local function state_total(hash, stored)
+  if stored == nil then
+    stored = redis.call('HGET', hash, 'm:sz')
+  end
   if stored then
     return stored + 0
   end
@@ -194,9 +197,10 @@ local function state_over(before, after, cap)
 end
 
 -- state_write returns a state hash's total once pairs are written over its values (of olds[j] bytes; nil:
--- read with value_lens), and whether that passes cap (state_over). sized as for state_grow.
-local function state_write(hash, pairs, cap, olds, sized)
-  local before = state_total(hash)
+-- read with value_lens), and whether that passes cap (state_over). sized as for state_grow, stored as for
+-- state_total.
+local function state_write(hash, pairs, cap, olds, sized, stored)
+  local before = state_total(hash, stored)
   local after = before + state_grow(pairs, olds or value_lens(hash, pairs), sized)
   return after, state_over(before, after, cap)
 end
