@@ -170,7 +170,7 @@ var appendParts = []struct{ name, before string }{
 	{"checks", "-- Session state (and m:sz"},
 	{"event", "-- What rewind.lua needs"},
 	{"undo", "if u > 0 then"},
-	{"user-temp", "if durable then\n  if uh"},
+	{"user-temp", "if durable then\n  -- The user index"},
 }
 
 // callgrindTotal reads the instruction total of the dump callgrind_control
