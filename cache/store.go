@@ -355,22 +355,32 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 		v.str("-inf")
 	}
 	v.int(a.Ts)
-	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost} {
+	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost, a.EventID, boolArg(a.CheckID)} {
 		v.str(x)
 	}
-	v.int(s.tempTTL.Milliseconds())
-	for _, x := range []string{a.Delta.AppJSON, orderArg(a.Delta), a.EventID, boolArg(a.CheckID)} {
-		v.str(x)
-	}
-	for _, pairs := range [][]Pair{a.Delta.Session, a.Delta.User, a.Delta.Temp, a.Artifacts} {
+	// Each scope's pairs, then what applies to them only when there are any:
+	// the session's and the user's state caps, the temp hash's TTL.
+	for i, pairs := range [][]Pair{a.Delta.Session, a.Delta.User, a.Delta.Temp, a.Artifacts} {
 		v.args = append(v.args, len(pairs))
 		for _, p := range pairs {
 			v.str(p.Key)
 			v.str(p.Value)
 		}
+		if len(pairs) > 0 {
+			switch i {
+			case 0:
+				v.int(s.caps.Session)
+			case 1:
+				v.int(s.caps.User)
+			case 2:
+				v.int(s.tempTTL.Milliseconds())
+			}
+		}
 	}
-	v.int(s.caps.Session)
-	v.int(s.caps.User)
+	if a.Delta.AppJSON != "" {
+		v.str(a.Delta.AppJSON)
+		v.str(orderArg(a.Delta))
+	}
 	return keys, v.args
 }
 

@@ -303,8 +303,8 @@ func testBadScriptArguments(t *testing.T, url string) {
 	v := e.keys.Session("app", "v", "")
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
 	goodAppend := func() []any {
-		return []any{"0", "app", "u", "s", "1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "3600000", "", "", "x", "0",
-			"1", "k", "1", "0", "0", "0", "0", "0"}
+		return []any{"0", "app", "u", "s", "1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "x", "0",
+			"1", "k", "1", "0", "0", "0", "0"}
 	}
 	with := func(args []any, i int, v any) []any { args[i] = v; return args }
 	cases := []struct {
@@ -316,17 +316,20 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"append: handle revision not an integer", lua.Append, appendKeys, with(goodAppend(), 4, "1.5")},
 		{"append: update time not an integer", lua.Append, appendKeys, with(goodAppend(), 4, "=soon")},
 		{"append: incarnation not an integer", lua.Append, appendKeys, with(goodAppend(), 5, "x")},
-		{"append: temp TTL not an integer", lua.Append, appendKeys, append(with(goodAppend(), 11, "1h")[:20], "1", "temp:t", "2", "0", "0", "0")},
+		{"append: temp TTL not an integer", lua.Append, appendKeys, append(goodAppend()[:18], "1", "temp:t", "2", "1h", "0")},
+		{"append: temp TTL missing", lua.Append, appendKeys, append(goodAppend()[:18], "1", "temp:t", "2", "0")},
 		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 7, "253402214400000000")},
 		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 7, "1.5")},
 		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 7, "2.534022144e+17")},
-		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 16, "9000")},
-		{"append: app order not an integer", lua.Append, appendKeys, with(with(goodAppend(), 12, `{"a":1}`), 13, "x")},
-		{"append: app order missing", lua.Append, appendKeys, with(goodAppend(), 12, `{"a":1}`)},
-		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), "extra")},
-		{"append: state cap not an integer", lua.Append, appendKeys, with(goodAppend(), 22, "1.5")},
-		{"append: state caps missing", lua.Append, appendKeys, goodAppend()[:22]},
-		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:21], "1", "f.txt", "v2", "0", "0")},
+		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 13, "9000")},
+		{"append: app order not an integer", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`, "x")},
+		{"append: app order missing", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`)},
+		{"append: app delta empty", lua.Append, appendKeys, append(goodAppend(), "", "5")},
+		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`, "5", "extra")},
+		{"append: state cap not an integer", lua.Append, appendKeys, with(goodAppend(), 16, "1.5")},
+		{"append: state cap missing", lua.Append, appendKeys, append(goodAppend()[:16], "0", "0", "0")},
+		{"append: user state cap missing", lua.Append, appendKeys, append(goodAppend()[:17], "1", "k", "1", "0", "0")},
+		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:19], "1", "f.txt", "v2")},
 		{"create: create time beyond 2^53", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "app", "u", "new", "1e300", "u:new", "", "token", "", "0", "0", "0", "0"}},
@@ -402,7 +405,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 		code int64
 	}{
 		{"stale handle", with(goodAppend(), 4, "0"), -3},
-		{"session state cap", with(goodAppend(), 22, "1"), -12},
+		{"session state cap", with(goodAppend(), 16, "1"), -12},
 	} {
 		before := e.dump()
 		r, err := e.rdb.Eval(ctx, lua.Append, appendKeys, c.args...).Slice()

@@ -23,25 +23,24 @@
 -- ARGV[9] -> invocation id
 -- ARGV[10], ARGV[11] -> the event as JSON (temp: keys already removed from its state delta) before and after
 --            the value of its top-level "timestamp": the script writes the stored time between them
--- ARGV[12] -> TTL of the temp hash in ms (read only when the event sets temp keys)
--- ARGV[13] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
--- ARGV[14] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
--- ARGV[15] -> event id
--- ARGV[16] -> "1" when the caller chose the event id and has not checked the database for it: an id that is
+-- ARGV[12] -> event id
+-- ARGV[13] -> "1" when the caller chose the event id and has not checked the database for it: an id that is
 --             not among the cached events of a session whose older events are in the database only is
 --             answered {-9}; "0" otherwise (a fresh id, or one the database does not hold)
--- ARGV[17] -> number of session pairs S, then S pairs (key, JSON value)
--- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key),
--- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files)
--- then the caps of the session's and the user's state totals in bytes (lib.lua; 0: none), each read only
--- when the event sets keys of that scope
+-- ARGV[14] -> number of session pairs S, then S pairs (key, JSON value), then (only when S > 0) the cap of the
+--             session's state total in bytes (lib.lua; 0: none)
+-- then U, then U user pairs (key without "user:"), then (only when U > 0) the cap of the user's state total;
+-- then T, then T temp pairs (full "temp:" key), then (only when T > 0) the TTL of the temp hash in ms;
+-- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files);
+-- then, only for an event with an app-state delta: the delta as a JSON object (applied by app_apply.lua; logged
+-- here for the flusher) and its order number (app_order.lua; logged with it)
 -- Returns {0, seq, ts, incarnation} appended;
 --         {1, seq, ts, session hash (flat), user hash (flat), events the handle missed (member, score, ...),
 --           incarnation} appended by a handle that was behind, in concurrent mode;
 --         {-8, incarnation, member, score, flushed} the session holds an event with this id already (nothing
 --           written): the caller compares it with the event it sent; flushed = 1 when the database has it
 --           too ({-8, incarnation} alone: that event is no longer cached, read it from the database);
---         {-9} see ARGV[16] (nothing written);
+--         {-9} see ARGV[13] (nothing written);
 --         {-12, bytes} the session's state would pass its cap, {-13, bytes} the user's (nothing written);
 --         {-1} not cached, {-2} deleted, {-3, rev} stale handle (nothing written),
 --         {-4} user state not cached, {-5} cache incomplete (evicted keys, or event ids not matching the
@@ -53,27 +52,38 @@ local undo, ids = KEYS[7], KEYS[8]
 -- Inputs, all checked before the first write. Parsing a number costs Redis about as much as a light command
 -- (tonumber, string.format), so the script parses only what its path needs: the handle's revision and
 -- incarnation are compared with the stored ones as strings first (a stored value is a valid integer, so an
--- argument equal to it is one too) and parsed only when they differ; the temp TTL only when temp keys are set.
+-- argument equal to it is one too) and parsed only when they differ. A cap, the temp TTL and the app delta are
+-- sent only when the event has keys they apply to.
 local bound = ARGV[7]
 local ts0 = argv_int(8, 0, MAX_INT - 1)
 local inv = ARGV[9]
 local durable = ARGV[1] ~= ''
-local id = ARGV[15]
-if ARGV[13] ~= '' then
-  argv_int(14, 1, MAX_INT)
+local id = ARGV[12]
+local checkid = ARGV[13] == '1'
+local svals, s, i = argv_pairs(14, 's:')
+local scap, ucap, ttl = false, false, false
+if s > 0 then
+  scap, i = argv_int(i, 0, MAX_INT), i + 1
 end
-local svals, s, i = argv_pairs(17, 's:')
 local uvals, u
 uvals, u, i = argv_pairs(i, 's:')
+if u > 0 then
+  ucap, i = argv_int(i, 0, MAX_INT), i + 1
+end
 local tvals, t
 tvals, t, i = argv_pairs(i, '')
+if t > 0 then
+  ttl, i = argv_int(i, 1, MAX_INT), i + 1
+end
 local avals, a
 avals, a, i = argv_pairs(i, 'a:')
-if i + 1 ~= #ARGV then
-  fail('append: ' .. #ARGV .. ' arguments, ' .. (i + 1) .. ' expected')
+local delta, order
+if i + 1 == #ARGV and ARGV[i] ~= '' then
+  delta, order = ARGV[i], ARGV[i + 1]
+  argv_int(i + 1, 1, MAX_INT)
+elseif i - 1 ~= #ARGV then
+  fail('append: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' (or 2 more: an app delta and its order) expected')
 end
-local ttl = t > 0 and argv_int(12, 1, MAX_INT)
-local scap, ucap = s > 0 and argv_int(i, 0, MAX_INT), u > 0 and argv_int(i + 1, 0, MAX_INT)
 for n = 2, #avals, 2 do
   local v = tonumber(avals[n])
   if v == nil or v % 1 ~= 0 then
@@ -84,12 +94,11 @@ end
 
 -- Preconditions, all checked before the first write: one HMGET reads the meta fields (the state's total
 -- m:sz with them) and the previous values of the session keys the event sets (what its undo record keeps);
--- m:first too when the event id must be checked against it (ARGV[16]).
+-- m:first too when the event id must be checked against it (ARGV[13]).
 local want = {'m:rev', 'm:ut', 'm:cnt', 'm:tinv', 'm:inc', 'm:ttl', 'm:undo', 'm:sz'}
 for j = 1, s do
   want[8 + j] = svals[2 * j - 1]
 end
-local checkid = ARGV[16] == '1'
 if checkid then
   want[9 + s] = 'm:first'
 end
@@ -266,8 +275,8 @@ if durable then
     redis.call('PERSIST', uindex)
     redis.call('HDEL', user, 'm:ttl')
   end
-  if ARGV[13] ~= '' then
-    log_change(log, 'a', meta[5], seqs, tss, ARGV[13], ARGV[14], id)
+  if delta then
+    log_change(log, 'a', meta[5], seqs, tss, delta, order, id)
   else
     log_change(log, 'a', meta[5], seqs, tss)
   end

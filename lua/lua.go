@@ -123,7 +123,7 @@ func AppendCeiling() string {
 	s := Append
 	for _, r := range [][2]string{
 		{"    behind = argv_int(5, 0, MAX_INT) ~= rev", "    behind = false"},
-		{"local id = ARGV[15]", "local id = ARGV[15] .. '/' .. redis.call('ZCARD', KEYS[8])"},
+		{"local id = ARGV[12]", "local id = ARGV[12] .. '/' .. redis.call('ZCARD', KEYS[8])"},
 	} {
 		if strings.Count(s, r[0]) != 1 {
 			panic("lua/append.lua no longer has `" + r[0] + "`: update AppendCeiling")
