@@ -5,7 +5,10 @@ package integration
 // instructions it executes, whatever else the machine is doing. Each script
 // is called the same number of times by redis-benchmark and the count per
 // call is reported next to the minimal atomic append's, along with the cost
-// of each part of append.lua (the script cut short after each part).
+// of each part of append.lua (the script cut short after each part), and
+// create.lua's, rewind.lua's and delete.lua's; each also as the
+// instructions inside EVALSHA alone (-inscript), which do not move with
+// the machine's load.
 //
 //	integration/testenv.sh go test -run '^$' -bench ScriptInstructions -benchtime 1x ./integration/
 //
@@ -72,11 +75,18 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	// instructions runs call n times and returns the instructions per call,
 	// from a callgrind dump taken before and after.
 	dumps := 0
+	// inScript is the instructions inside EVALSHA (evalShaCommand, with what
+	// it calls) of the last dump: the script's own work, without the
+	// request's parsing and the event loop's, which vary with the machine's
+	// load (cron and expire cycles run by the clock).
+	var inScript int64
 	total := func() int64 {
 		dumps++
 		out, err := exec.Command("callgrind_control", "-d", strconv.Itoa(cmd.Process.Pid)).CombinedOutput()
 		require.NoError(b, err, "%s", out)
-		return callgrindTotal(b, out, dir)
+		var n int64
+		n, inScript = callgrindTotal(b, out, dir)
+		return n
 	}
 	instructions := func(call scriptbench.Call) float64 {
 		u, _ := url.Parse(redisURL)
@@ -89,6 +99,11 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		require.NoError(b, err, "%s", res)
 		return float64(total()) / scriptCostCalls
 	}
+	// inScriptOf is what inScript was for the last measurement, per call.
+	inScriptOf := func(calls int) float64 {
+		require.Positive(b, inScript, "no evalShaCommand in the callgrind dump")
+		return float64(inScript) / float64(calls)
+	}
 	// goCalls runs call(i) for i in [0, n) from this process, one at a time,
 	// and returns the instructions per call.
 	goCalls := func(n int, call func(i int)) float64 {
@@ -99,14 +114,20 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		return float64(total()) / float64(n)
 	}
 	for b.Loop() {
-		for name, v := range otherScripts(b, rdb, goCalls) {
+		ins := map[string]float64{}
+		for name, v := range otherScripts(b, rdb, goCalls, func(name string) { ins[name] = inScriptOf(otherScriptCalls) }) {
 			b.ReportMetric(v, name+"-instr/call")
 		}
+		for name, v := range ins {
+			b.ReportMetric(v, name+"-inscript/call")
+		}
 		ref := instructions(referenceCall(b, "", appendBenchEvent(1)))
+		b.ReportMetric(inScriptOf(scriptCostCalls), "ref-inscript/call")
 		full := appendCall(b, rdb, "", "cost", "u", resp.Session.ID(), appendBenchEvent(1), true)
 		b.ReportMetric(ref, "ref-instr/call")
 		app := instructions(full)
 		b.ReportMetric(app, "instr/call")
+		b.ReportMetric(inScriptOf(scriptCostCalls), "inscript/call")
 		b.ReportMetric(app/ref, "ratio")
 		for i, part := range appendParts {
 			require.Equal(b, 1, strings.Count(full.Src, part.before), "append.lua must have %q once", part.before)
@@ -126,7 +147,7 @@ const otherScriptCalls = 500
 // with one session key), rewind.lua (before the one invocation of a session
 // with one event that set a session key: the undo records' path) and
 // delete.lua, each on sessions of its own.
-func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, call func(i int)) float64) map[string]float64 {
+func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, call func(i int)) float64, measured func(name string)) map[string]float64 {
 	ctx := context.Background()
 	keys, err := cache.NewKeys("other:", 0)
 	require.NoError(b, err)
@@ -142,6 +163,7 @@ func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, c
 		require.NoError(b, store.Create(ctx, cache.CreateArgs{App: "cost", User: "u", SID: sid(i), CreateTime: now + int64(i), Token: sid(i),
 			Delta: cache.StateDelta{Session: []cache.Pair{{Key: "a", Value: "1"}}}}))
 	})
+	measured("create")
 	for i := range otherScriptCalls {
 		_, err := store.Append(ctx, cache.AppendArgs{App: "cost", User: "u", SID: sid(i), HandleRev: 0, Incarnation: now + int64(i),
 			Ts: now + 1000, InvocationID: "inv", EventID: "e" + sid(i), EventPre: `{"id":"e","timestamp":`, EventPost: `}`,
@@ -154,11 +176,13 @@ func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, c
 		require.NoError(b, err)
 		require.EqualValues(b, 2, r.Seq)
 	})
+	measured("rewind")
 	out["delete"] = measure(otherScriptCalls, func(i int) {
 		ok, err := store.Delete(ctx, "cost", "u", sid(i))
 		require.NoError(b, err)
 		require.True(b, ok)
 	})
+	measured("delete")
 	return out
 }
 
@@ -174,8 +198,9 @@ var appendParts = []struct{ name, before string }{
 }
 
 // callgrindTotal reads the instruction total of the dump callgrind_control
-// just wrote (the newest callgrind.out.* file of dir).
-func callgrindTotal(b *testing.B, ctlOut []byte, dir string) int64 {
+// just wrote (the newest callgrind.out.* file of dir), and the instructions
+// inside evalShaCommand (inclusive, by callgrind_annotate).
+func callgrindTotal(b *testing.B, ctlOut []byte, dir string) (total, inScript int64) {
 	b.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "callgrind.out*"))
 	require.NoError(b, err)
@@ -190,6 +215,14 @@ func callgrindTotal(b *testing.B, ctlOut []byte, dir string) int64 {
 	fh, err := os.Open(newest)
 	require.NoError(b, err)
 	defer fh.Close()
+	ann, err := exec.Command("callgrind_annotate", "--inclusive=yes", "--threshold=100", newest).CombinedOutput()
+	require.NoError(b, err, "%s", ann)
+	for _, line := range strings.Split(string(ann), "\n") {
+		if strings.Contains(line, ":evalShaCommand ") || strings.HasSuffix(line, ":evalShaCommand") {
+			f := strings.Fields(line)
+			inScript, _ = strconv.ParseInt(strings.ReplaceAll(f[0], ",", ""), 10, 64)
+		}
+	}
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -201,9 +234,9 @@ func callgrindTotal(b *testing.B, ctlOut []byte, dir string) int64 {
 			} else {
 				require.NoError(b, os.Remove(newest))
 			}
-			return n
+			return n, inScript
 		}
 	}
 	b.Fatalf("no summary line in %s", newest)
-	return 0
+	return 0, 0
 }
