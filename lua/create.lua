@@ -11,10 +11,10 @@
 -- KEYS[7] -> change log       <ns>adk:{shard}:log
 -- KEYS[8] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[9] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- ARGV[1] -> create time in µs, in [0, 2^53) (also the incarnation of this id)
--- ARGV[2] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
---            on the channel when the log was empty; missing user state means evicted)
--- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[1..4] -> the change-logging scripts' common prefix (lib.lua): "" without a database, else the
+--            flusher's wake channel (write the change log; missing user state means evicted); app name, user
+--            id, session id (raw)
+-- ARGV[5] -> create time in µs, in [0, 2^53) (also the incarnation of this id)
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
 -- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[8] -> token of this create call (kept as m:cid): a run of the same call again finds its own session
@@ -31,9 +31,8 @@
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local undo, ids = KEYS[8], KEYS[9]
 
-local ct = int(argv_int(1, 0, MAX_INT - 1))
-local wake = ARGV[2]
-local durable = wake ~= ''
+local ct = int(argv_int(5, 0, MAX_INT - 1))
+local durable = ARGV[1] ~= ''
 if ARGV[7] ~= '' then
   argv_int(9, 1, MAX_INT)
 end
@@ -64,7 +63,7 @@ if durable then
   if not redis.call('ZSCORE', uindex, '') then
     return {-4}
   end
-  if redis.call('ZSCORE', uindex, ARGV[5]) then
+  if redis.call('ZSCORE', uindex, ARGV[4]) then
     return {-10}
   end
 end
@@ -103,22 +102,16 @@ if u > 0 then
   redis.call('HINCRBY', user, 'm:rev', 1)
 end
 
-redis.call('ZADD', uindex, ct, ARGV[5])
+redis.call('ZADD', uindex, ct, ARGV[4])
 redis.call('ZADD', aindex, 0, ARGV[6])
 if durable then
   redis.call('PERSIST', user)
   redis.call('PERSIST', uindex)
   redis.call('HDEL', user, 'm:ttl')
-  local entry = {'k', 'c', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', ct}
   if ARGV[7] ~= '' then
-    entry[#entry + 1] = 'p'
-    entry[#entry + 1] = ARGV[7]
-    entry[#entry + 1] = 'o'
-    entry[#entry + 1] = ARGV[9]
-  end
-  redis.call('XADD', log, '*', unpack(entry))
-  if redis.call('XLEN', log) == 1 then
-    redis.call('PUBLISH', wake, 1)
+    log_change(log, 'c', ct, nil, nil, ARGV[7], ARGV[9])
+  else
+    log_change(log, 'c', ct)
   end
 end
 return {0}
