@@ -33,7 +33,8 @@
 --             above the stored ones: an older copy), is answered {-9}; "0" otherwise (a fresh id, or one
 --             the database does not hold)
 -- ARGV[17] -> number of session pairs S, then S pairs (key, JSON value)
--- then U, then U user pairs (key without "user:"), then T, then T temp pairs (full "temp:" key),
+-- then U, then U user pairs (key without "user:"; logged too, as one JSON object, field w, for the flusher's
+-- rebase of a user Redis holds behind the database), then T, then T temp pairs (full "temp:" key),
 -- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files)
 -- then the caps of the session's and the user's state totals in bytes (lib.lua; 0: none), each read only
 -- when the event sets keys of that scope
@@ -283,6 +284,9 @@ if durable then
   local entry = {'k', 'a', 'a', ARGV[10], 'u', ARGV[11], 'i', ARGV[12], 'n', meta[5], 'q', seqs, 't', tss}
   if ARGV[13] ~= '' then
     entry[15], entry[16], entry[17], entry[18], entry[19], entry[20] = 'p', ARGV[13], 'o', ARGV[14], 'e', id
+  end
+  if u > 0 then
+    entry[#entry + 1], entry[#entry + 2] = 'w', pairs_object(uvals, u, 2)
   end
   redis.call('XADD', log, '*', unpack(entry))
   if redis.call('XLEN', log) == 1 then

@@ -21,7 +21,8 @@
 --            ("": no token, every run is a create of its own)
 -- ARGV[9] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
 -- ARGV[10] -> number of session-state pairs S, then S pairs (key, JSON value)
--- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
+-- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value); logged too, as
+--            one JSON object (field w), for the flusher's rebase of a user Redis holds behind the database
 -- then the caps of the session's and the user's state totals in bytes (lib.lua; 0: none)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
 --         again), {-10} the id exists (in Redis, or in the database as the complete user index says), {-4} the
@@ -115,6 +116,10 @@ if durable then
     entry[#entry + 1] = ARGV[7]
     entry[#entry + 1] = 'o'
     entry[#entry + 1] = ARGV[9]
+  end
+  if u > 0 then
+    entry[#entry + 1] = 'w'
+    entry[#entry + 1] = pairs_object(uvals, u, 2)
   end
   redis.call('XADD', log, '*', unpack(entry))
   if redis.call('XLEN', log) == 1 then

@@ -63,6 +63,16 @@ local function argv_pairs(i, prefix)
   return out, n, i + 1 + 2 * n
 end
 
+-- pairs_object returns the first n pairs of vals (as argv_pairs returns them: each key after a prefix of cut
+-- bytes, each value JSON) as one JSON object: a change-log entry's user delta.
+local function pairs_object(vals, n, cut)
+  local parts = {}
+  for j = 1, n do
+    parts[j] = cjson.encode(string.sub(vals[2 * j - 1], cut + 1)) .. ':' .. vals[2 * j]
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 -- chunked runs cmd key args... over list, CHUNK arguments per call (HSET, ZADD, HDEL, ZREM, ...).
 local function chunked(cmd, key, list)
   if #list == 0 then
