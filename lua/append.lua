@@ -31,7 +31,8 @@
 --             the database does not hold)
 -- ARGV[14] -> number of session pairs S, then S pairs (key, JSON value), then (only when S > 0) the cap of the
 --             session's state total in bytes (lib.lua; 0: none)
--- then U, then U user pairs (key without "user:"), then (only when U > 0) the cap of the user's state total;
+-- then U, then U user pairs (key without "user:"; logged too, as one JSON object, field w, for the flusher's
+-- rebase of a user Redis holds behind the database), then (only when U > 0) the cap of the user's state total;
 -- then T, then T temp pairs (full "temp:" key), then (only when T > 0) the TTL of the temp hash in ms;
 -- then A, then A artifact pairs (file name, version) of session-scoped artifacts (no "user:" files);
 -- then, only for an event with an app-state delta: the delta as a JSON object (applied by app_apply.lua; logged
@@ -261,6 +262,8 @@ if covered then
   end
 end
 
+-- The user: keys, logged for the flusher's rebase of a user Redis holds behind the database (field w).
+local udelta = durable and u > 0 and pairs_object(uvals, u, 2) or nil
 if u > 0 then
   uvals[#uvals + 1], uvals[#uvals + 2] = 'm:rev', int((uh[1] or 0) + 1)
   uvals[#uvals + 1], uvals[#uvals + 2] = 'm:sz', int(usz)
@@ -282,9 +285,9 @@ if durable then
     redis.call('HDEL', user, 'm:ttl')
   end
   if delta then
-    log_change(log, 'a', meta[5], seqs, tss, delta, order, id)
+    log_change(log, 'a', meta[5], seqs, tss, delta, order, id, udelta)
   else
-    log_change(log, 'a', meta[5], seqs, tss)
+    log_change(log, 'a', meta[5], seqs, tss, nil, nil, nil, udelta)
   end
 end
 

@@ -21,7 +21,8 @@
 --            ("": no token, every run is a create of its own)
 -- ARGV[9] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
 -- ARGV[10] -> number of session-state pairs S, then S pairs (key, JSON value)
--- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
+-- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value); logged too, as
+--            one JSON object (field w), for the flusher's rebase of a user Redis holds behind the database
 -- then the caps of the session's and the user's state totals in bytes (lib.lua; 0: none)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
 --         again), {-10} the id exists (in Redis, or in the database as the complete user index says), {-4} the
@@ -108,10 +109,11 @@ if durable then
   redis.call('PERSIST', user)
   redis.call('PERSIST', uindex)
   redis.call('HDEL', user, 'm:ttl')
+  local udelta = u > 0 and pairs_object(uvals, u, 2) or nil
   if ARGV[7] ~= '' then
-    log_change(log, 'c', ct, nil, nil, ARGV[7], ARGV[9])
+    log_change(log, 'c', ct, nil, nil, ARGV[7], ARGV[9], nil, udelta)
   else
-    log_change(log, 'c', ct)
+    log_change(log, 'c', ct, nil, nil, nil, nil, nil, udelta)
   end
 end
 return {0}

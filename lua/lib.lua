@@ -63,6 +63,16 @@ local function argv_pairs(i, prefix)
   return out, n, i + 1 + 2 * n
 end
 
+-- pairs_object returns the first n pairs of vals (as argv_pairs returns them: each key after a prefix of cut
+-- bytes, each value JSON) as one JSON object: a change-log entry's user delta.
+local function pairs_object(vals, n, cut)
+  local parts = {}
+  for j = 1, n do
+    parts[j] = cjson.encode(string.sub(vals[2 * j - 1], cut + 1)) .. ':' .. vals[2 * j]
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 -- chunked runs cmd key args... over list, CHUNK arguments per call (HSET, ZADD, HDEL, ZREM, ...).
 local function chunked(cmd, key, list)
   if #list == 0 then
@@ -211,10 +221,25 @@ end
 
 -- log_change writes the change-log entry the flusher reads (cache/changelog.go) for the session of ARGV[2..4]:
 -- kind ('c' create, 'a' append, 'd' delete) at incarnation inc; for an event its seq and time (nil for a
--- create or a delete); an app delta with its order number (nil: none) and, for an event, its id. It wakes the
--- flusher (PUBLISH on ARGV[1]) when the log was empty. Called only with a database (ARGV[1] ~= '').
-local function log_change(log, kind, inc, seq, ts, delta, order, id)
-  if not seq then
+-- create or a delete); an app delta with its order number (nil: none) and, for an event, its id; the write's
+-- user: keys as one JSON object (udelta, nil: none; pairs_object), for the flusher's rebase of a user Redis
+-- holds behind the database. It wakes the flusher (PUBLISH on ARGV[1]) when the log was empty. Called only
+-- with a database (ARGV[1] ~= '').
+local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta)
+  if udelta then
+    local entry = {'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc}
+    if seq then
+      entry[11], entry[12], entry[13], entry[14] = 'q', seq, 't', ts
+    end
+    if delta then
+      entry[#entry + 1], entry[#entry + 2], entry[#entry + 3], entry[#entry + 4] = 'p', delta, 'o', order
+      if id then
+        entry[#entry + 1], entry[#entry + 2] = 'e', id
+      end
+    end
+    entry[#entry + 1], entry[#entry + 2] = 'w', udelta
+    redis.call('XADD', log, '*', unpack(entry))
+  elseif not seq then
     if delta then
       redis.call('XADD', log, '*', 'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc, 'p', delta, 'o', order)
     else
