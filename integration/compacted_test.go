@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -86,6 +87,12 @@ func TestGetCompacted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// epochSeconds is t as ADK's float epoch seconds, to the microsecond.
+func epochSeconds(t time.Time) string {
+	us := t.UnixMicro()
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
 }
 
 // appendHistory appends the events of a JSON array in ADK's API form to

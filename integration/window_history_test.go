@@ -119,8 +119,8 @@ func checkWindowedHistory(t *testing.T, e *wbEnv, layer windowLayer, sid string,
 			Content: json.RawMessage(fmt.Sprintf(`{"role":"model","parts":[{"text":"event %d"}]}`, i+1))}
 		if d.inv == "cinv" {
 			ev = &service.Event{InvocationID: d.inv, Author: "user", Actions: service.EventActions{Compaction: json.RawMessage(fmt.Sprintf(
-				`{"startTimestamp":%d.%06d,"endTimestamp":%d.%06d,"compactedContent":{"role":"model","parts":[{"text":"events 1 and 2"}]}}`,
-				history[0].Timestamp.Unix(), history[0].Timestamp.Nanosecond()/1e3, history[1].Timestamp.Unix(), history[1].Timestamp.Nanosecond()/1e3))}}
+				`{"startTimestamp":%s,"endTimestamp":%s,"compactedContent":{"role":"model","parts":[{"text":"events 1 and 2"}]}}`,
+				epochSeconds(history[0].Timestamp), epochSeconds(history[1].Timestamp)))}}
 		}
 		require.NoError(t, e.svc.AppendEvent(ctx, sess, ev))
 		ids, history = append(ids, ev.ID), append(history, ev)
