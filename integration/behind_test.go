@@ -194,14 +194,29 @@ func TestRedisBehindDatabase(t *testing.T) {
 func TestFlushAllDuringBatch(t *testing.T) {
 	t.Parallel()
 	srv := testenv.StartRedis(t)
-	e := newWB(t, srv.URL, testenv.FreshDatabase(t), nil)
+	// The test runs the flusher's passes itself, so that the batch held by
+	// the lock reads e4..e6 together.
+	e := newWB(t, srv.URL, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
 	ctx := wbCtx(t)
+	f := e.svc.NewFlusher(nil)
+	drain := func() {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for e.backlog(e.svc).Entries > 0 {
+			_, err := f.RunOnce(ctx)
+			require.NoError(t, err)
+			require.True(t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
+		}
+	}
 	k := sessKey{"app", "u", "s"}
 	sess := e.create(e.svc, k.app, k.user, k.sid, map[string]any{"k": "v"})
 	for j := 1; j <= 3; j++ {
 		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
 	}
-	e.flush(e.svc)
+	drain()
+	for j := 4; j <= 6; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
 
 	// Hold the session's row: every write of the batch (its events rows
 	// take a KEY SHARE lock on it) waits; plain reads do not.
@@ -210,9 +225,11 @@ func TestFlushAllDuringBatch(t *testing.T) {
 	defer lock.Rollback()
 	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
 	require.NoError(t, err)
-	for j := 4; j <= 6; j++ {
-		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
-	}
+	passed := make(chan error, 1)
+	go func() {
+		_, err := f.RunOnce(ctx)
+		passed <- err
+	}()
 	waitDB(t, "a flusher batch waiting on the row lock", func() bool {
 		var n int
 		require.NoError(t, e.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
@@ -225,14 +242,15 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
 	require.NoError(t, err)
 	require.Equal(t, 3, cold.Session.Events().Len(), "the cold read serves what the database holds")
 	require.NoError(t, lock.Commit())
-	waitDB(t, "the batch's e4..e6 committed", func() bool { return len(readDB(t, e.db).Events[k]) == 6 })
+	require.NoError(t, <-passed)
+	require.Len(t, readDB(t, e.db).Events[k], 6, "the batch in flight committed e4..e6")
 
 	behindEvent(t, e.svc, cold.Session, "e7", 7)
-	e.flush(e.svc)
+	drain()
 	e.requireBehindRows(k, 7)
 	got := e.requireBehindGet(k, 7)
 	behindEvent(t, e.svc, got, "e8", 8)
-	e.flush(e.svc)
+	drain()
 	e.requireBehindRows(k, 8)
 	e.wipeNamespace()
 	e.requireBehindGet(k, 8)
