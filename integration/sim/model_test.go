@@ -425,8 +425,7 @@ func (m *Model) appended(k sessKey, e *mEvent, temp map[string]any, userD, appD 
 	}
 	s.Events = append(s.Events, e)
 	s.applyTemp(e.Inv, temp)
-	if s.LostAt.After(since) || s.Behind {
-		// Behind: the flush that rebases the session deletes its keys.
+	if s.LostAt.After(since) {
 		s.TempSure = map[string]bool{}
 	}
 	m.applyScoped(k, userD, appD)

@@ -50,3 +50,24 @@ func TestModelTempRegressed(t *testing.T) {
 	m.appended(k, &mEvent{ID: "e3", Inv: "inv-1", Ts: 4}, nil, nil, nil, time.Now())
 	require.Equal(t, map[string]any{"temp:t1": "v1"}, m.session(k).Temp, "the same invocation goes on")
 }
+
+// TestModelTempBehind: the temp keys an append writes while Redis holds an
+// older copy of the session (here ADK appended to it in the database) are
+// sure: the flush that rebases the session lets go of its keys but keeps the
+// running invocation's temp state (docs/design.md, "Temp state"; seeds
+// 857213640173, 43041865887, 732388240531 read it missing before the fix).
+func TestModelTempBehind(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	m := newModel()
+	m.created(k, 1, nil)
+	m.appended(k, &mEvent{ID: "e1", Inv: "inv-1", Ts: 2}, nil, nil, nil, time.Now())
+	m.adkAppended(k, &mEvent{ID: "adk-2", Inv: "adk-inv", Ts: 3}, nil)
+	m.appended(k, &mEvent{ID: "e3", Inv: "inv-3", Ts: 4}, map[string]any{"temp:t": "x"}, nil, nil, time.Now())
+	s := m.session(k)
+	require.True(t, s.Behind)
+	require.Equal(t, "inv-3", s.TInv)
+	require.Equal(t, map[string]bool{"temp:t": true}, s.TempSure, "a rebase keeps the running invocation's temp keys")
+	require.Equal(t, []string{`state "temp:t": missing, want temp "x"`}, m.stateDiff(k, map[string]any{}, 0, true, "inv-3"),
+		"a read without them is a failure")
+	require.Empty(t, m.stateDiff(k, map[string]any{"temp:t": "x"}, 0, true, "inv-3"))
+}
