@@ -71,3 +71,25 @@ func TestModelTempBehind(t *testing.T) {
 		"a read without them is a failure")
 	require.Empty(t, m.stateDiff(k, map[string]any{"temp:t": "x"}, 0, true, "inv-3"))
 }
+
+// TestModelTempStoredOverDB: an event the database holds, sent again to
+// Redis's older copy, which stores it as a new event (storedOverDB), writes
+// its temp: keys into the copy's temp hash, and the rebase that lets go of
+// the copy keeps them (random seed 27172891176, checkpoint 1: #110 of the
+// snapshot's invocation set temp:t1 and temp:t2, read back with it).
+func TestModelTempStoredOverDB(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	m := newModel()
+	m.created(k, 1, nil)
+	m.appended(k, &mEvent{ID: "e1", Inv: "inv-1", Ts: 2}, map[string]any{"temp:t0": "v0"}, nil, nil, time.Now())
+	m.adkAppended(k, &mEvent{ID: "adk-2", Inv: "adk-inv", Ts: 3}, nil)
+	m.viewAppended(k, &mEvent{ID: "adk-2", Inv: "inv-1", Ts: 4}, map[string]any{"temp:t1": "v1"})
+	for _, got := range []map[string]any{{}, {"temp:t0": "v0", "temp:t1": "v1"}, {"temp:t1": "v1"}} {
+		require.Empty(t, m.stateDiff(k, got, 0, true, "inv-1"), "read %v", got)
+	}
+	require.NotEmpty(t, m.stateDiff(k, map[string]any{"temp:t1": "v2"}, 0, true, "inv-1"))
+
+	m.viewAppended(k, &mEvent{ID: "e1", Inv: "inv-3", Ts: 5}, map[string]any{"temp:t3": "v3"})
+	require.NotEmpty(t, m.stateDiff(k, map[string]any{"temp:t1": "v1"}, 0, true, "inv-3"), "another invocation ended inv-1's temp state")
+	require.Empty(t, m.stateDiff(k, map[string]any{"temp:t3": "v3"}, 0, true, "inv-3"))
+}
