@@ -23,6 +23,7 @@ var (
 	appApplyScript      = newScript(lua.AppApply)
 	appOrderScript      = newScript(lua.AppOrder)
 	rewindScript        = newScript(lua.Rewind)
+	forkScript          = newScript(lua.Fork)
 	flushedScript       = newScript(lua.Flushed)
 	hydrateScript       = newScript(lua.Hydrate)
 	hydrateStateScript  = newScript(lua.HydrateState)
@@ -34,7 +35,7 @@ var (
 	stateReadScript     = newScript(lua.StateRead)
 
 	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, appOrderScript,
-		rewindScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
+		rewindScript, forkScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
 		ackScript, stateDeadScript, stateReadScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
 )
 

@@ -71,6 +71,9 @@ var (
 	// errUndoIncomplete: rewind.lua's undo records do not reach the point
 	// (Rewind answers an *UndoIncompleteError).
 	errUndoIncomplete = errors.New("adksession: undo records do not reach the rewind point")
+	// errForkHistory: fork.lua needs the session's history read in full
+	// (Fork answers a *ForkHistoryError).
+	errForkHistory = errors.New("adksession: the events or undo records Redis holds do not reach the fork point")
 )
 
 // The statuses of each script (see its header).
@@ -81,6 +84,8 @@ var (
 	getStatuses    = statuses{-1: ErrNotCached, -2: ErrDeleted, -4: ErrUserNotCached, -5: ErrIncomplete}
 	rewindStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -5: ErrIncomplete, -6: ErrInvocationNotFound,
 		-7: errUndoIncomplete}
+	forkStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -4: ErrUserNotCached, -5: ErrIncomplete,
+		-6: ErrInvocationNotFound, -7: errForkHistory, -10: ErrExists}
 	appOrderStatuses = statuses{-4: ErrAppNotCached, -14: errAppCap}
 	appApplyStatuses = statuses{-4: ErrAppNotCached, -6: ErrAppOrderLost}
 	// hydrate.lua, hydrate_state.lua and hydrate_index.lua: the read's guard moved.

@@ -19,6 +19,7 @@ var scriptStatusTables = map[string]statuses{
 	"append.lua":        appendStatuses,
 	"get.lua":           getStatuses,
 	"rewind.lua":        rewindStatuses,
+	"fork.lua":          forkStatuses,
 	"app_order.lua":     appOrderStatuses,
 	"app_apply.lua":     appApplyStatuses,
 	"hydrate.lua":       hydrateStatuses,

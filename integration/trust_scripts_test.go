@@ -307,6 +307,12 @@ func testBadScriptArguments(t *testing.T, url string) {
 			"1", "k", "1", "0", "0", "0", "0"}
 	}
 	with := func(args []any, i int, v any) []any { args[i] = v; return args }
+	nk := e.keys.Session("app", "u", "new")
+	forkKeys := sessKeys(k.Session, k.Events, k.Undo, k.EventIDs, nk.Session, nk.Events, nk.Temp, nk.Undo, nk.EventIDs,
+		k.User, k.UserIndex, k.AppIndex, k.Log)
+	goodFork := func() []any { // computed from the history: one event
+		return []any{"", "app", "u", "new", "1000", "u\x00new", "token", "", inc, "{}", "0", "1", "1", "1000", "e1", "{}"}
+	}
 	cases := []struct {
 		name   string
 		script string
@@ -370,6 +376,15 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"app_order: pairs beyond the arguments", lua.AppOrder, sessKeys(a.State, a.Order), []any{"0", "100", "3", "k", "1"}},
 		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "app", "u", "s", "inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "r", "1", "4", "k", "1"}},
+		{"fork: create time beyond 2^53", lua.Fork, forkKeys, with(goodFork(), 4, "1e300")},
+		{"fork: an argument too many", lua.Fork, forkKeys, append(with(goodFork(), 8, "")[:9], "extra")},
+		{"fork: incarnation not an integer", lua.Fork, forkKeys, with(goodFork(), 8, "1.5")},
+		{"fork: create-time state not a JSON object", lua.Fork, forkKeys, with(goodFork(), 9, "[]")},
+		{"fork: state pairs beyond the arguments", lua.Fork, forkKeys, with(goodFork(), 10, "9")},
+		{"fork: events beyond the arguments", lua.Fork, forkKeys, with(goodFork(), 11, "2")},
+		{"fork: first event's seq not 1", lua.Fork, forkKeys, with(goodFork(), 12, "2")},
+		{"fork: event timestamp not an integer", lua.Fork, forkKeys, with(goodFork(), 13, "1.5")},
+		{"fork: event timestamps not increasing", lua.Fork, forkKeys, append(with(goodFork(), 11, "2"), "2", "1000", "e2", "{}")},
 		{"flushed: TTL not an integer", lua.Flushed, flushedKeys,
 			[]any{inc, "1", "", "soon", "1000", "u:s", "1", "2", "", "0", "", "0"}},
 		{"flushed: an argument too many", lua.Flushed, flushedKeys,
@@ -420,6 +435,11 @@ func testBadScriptArguments(t *testing.T, url string) {
 	require.NoError(t, err)
 	require.EqualValues(t, 0, n[0])
 	require.Zero(t, e.rdb.Exists(ctx, k.User).Val(), "the user hash is not written")
+	// The well-formed fork forks: the fork cases above failed for their one bad argument.
+	f, err := e.rdb.Eval(ctx, lua.Fork, forkKeys, goodFork()...).Slice()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, f[0])
+	require.Equal(t, []string{"1:{}"}, e.rdb.ZRange(ctx, nk.Events, 0, -1).Val())
 }
 
 // testEventIDRetry: an append retried after its reply was lost (same id,

@@ -45,28 +45,13 @@ if i + 1 ~= #ARGV then
 end
 local scap, ucap = argv_int(i, 0, MAX_INT), argv_int(i + 1, 0, MAX_INT)
 
-if redis.call('EXISTS', sess) == 1 then
-  local meta = redis.call('HMGET', sess, 'm:del', 'm:cid')
-  if meta[1] ~= '1' then
-    if ARGV[8] ~= '' and meta[2] == ARGV[8] then
-      return {0}
-    end
-    return {-10}
-  end
-end
-if durable then
-  if redis.call('EXISTS', user) == 0 then
-    return {-4}
-  end
-  -- The session hash is absent (or a tombstone): Redis may have evicted a flushed session that the database
-  -- holds. Its complete user index (marker '') lists every session the database has; the check is here, in
-  -- the one atomic step, as the session may be flushed and evicted after any check made before this script.
-  if not redis.call('ZSCORE', uindex, '') then
-    return {-4}
-  end
-  if redis.call('ZSCORE', uindex, ARGV[4]) then
-    return {-10}
-  end
+local taken = new_session_check(sess, user, uindex, ARGV[8], durable)
+if taken == 'mine' then
+  return {0}
+elseif taken == 'taken' then
+  return {-10}
+elseif taken == 'load' then
+  return {-4}
 end
 
 -- State totals (lib.lua): the new session's, and the user's with the initial user: keys, within their caps.

@@ -151,6 +151,57 @@ local function undo_read(rec)
   return r
 end
 
+-- undo_point returns the seq of the first event of invocation inv, from a session's undo records (undo, the hash
+-- of a session they cover: m:undo); or nil and why not: 'none' when the records cover the session from its first
+-- event and inv has no event, 'short' when they do not reach that far (rewind.lua and fork.lua then replay the
+-- history instead).
+local function undo_point(undo, inv)
+  local u = redis.call('HMGET', undo, 'm:from', 'i:' .. inv)
+  if not u[1] then
+    return nil, 'short'
+  end
+  local from, p = u[1] + 0, u[2]
+  if not p then
+    if from == 1 then
+      return nil, 'none'
+    end
+    return nil, 'short'
+  end
+  p = p + 0
+  if p < from then
+    return nil, 'short'
+  end
+  return p
+end
+
+-- undo_walk reads the undo records of the events rev down to p and returns what each session key and artifact
+-- the events set had just before p: at[key] and atf[file], the previous JSON value or version (false: none).
+-- Walking back from the newest event, the oldest previous value of a key is its value then. It returns nil when
+-- an event of them did not keep its previous values (x: replay the history instead).
+local function undo_walk(undo, rev, p)
+  local at, atf = {}, {}
+  local seqs = {}
+  for q = rev, p, -1 do
+    seqs[#seqs + 1] = int(q)
+  end
+  local recs = hmget_chunked(undo, seqs)
+  for j = 1, #seqs do
+    if recs[j] then
+      local r = undo_read(recs[j])
+      if r.x then
+        return nil
+      end
+      for n = 1, #r.s, 2 do
+        at[r.s[n]] = r.s[n + 1]
+      end
+      for n = 1, #r.a, 2 do
+        atf[r.a[n]] = r.a[n + 1]
+      end
+    end
+  end
+  return at, atf
+end
+
 -- State totals (docs/design.md, "State totals"): m:sz of a session, user or app hash is the bytes of its
 -- state, each key (without its scope's prefix) plus its JSON value. The scripts that write state keep it in
 -- step; the ones that take new state refuse, before their first write, a write that would grow a total past
@@ -254,6 +305,33 @@ local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta)
   if redis.call('XLEN', log) == 1 then
     redis.call('PUBLISH', ARGV[1], 1)
   end
+end
+
+-- new_session_check tells whether the session of ARGV[4] may be made (create.lua, fork.lua): nil when it may;
+-- 'mine' when the session exists, made by this very call (token, its m:cid: a run again after a lost reply);
+-- 'taken' when it exists (in Redis, or, with a database, in the user's complete index: Redis may have evicted a
+-- flushed session the database holds); 'load' when, with a database, the user's state or complete index is not
+-- cached (load them, then run again). A tombstone (a delete not yet flushed) does not take the id. The index
+-- check is here, in the one atomic step, as the session may be flushed and evicted after any check made before.
+local function new_session_check(sess, user, uindex, token, durable)
+  if redis.call('EXISTS', sess) == 1 then
+    local meta = redis.call('HMGET', sess, 'm:del', 'm:cid')
+    if meta[1] ~= '1' then
+      if token ~= '' and meta[2] == token then
+        return 'mine'
+      end
+      return 'taken'
+    end
+  end
+  if durable then
+    if redis.call('EXISTS', user) == 0 or not redis.call('ZSCORE', uindex, '') then
+      return 'load'
+    end
+    if redis.call('ZSCORE', uindex, ARGV[4]) then
+      return 'taken'
+    end
+  end
+  return nil
 end
 
 -- store_event stores the next event of a session (append.lua, rewind.lua), once every check passed: the

@@ -65,6 +65,8 @@ var (
 	leaseReleaseSrc string
 	//go:embed rewind.lua
 	rewindSrc string
+	//go:embed fork.lua
+	forkSrc string
 	//go:embed state_read.lua
 	stateReadSrc string
 )
@@ -103,6 +105,8 @@ var (
 	LeaseRelease = withLib(leaseReleaseSrc)
 	// Rewind appends a rewind event restoring an earlier state; see rewind.lua.
 	Rewind = withLib(rewindSrc)
+	// Fork creates a session from another's events before an invocation; see fork.lua.
+	Fork = withLib(forkSrc)
 	// StateRead is the flusher's read of a user's state, counted; see state_read.lua.
 	StateRead = withLib(stateReadSrc)
 )

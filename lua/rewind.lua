@@ -100,42 +100,16 @@ if not computed then
   if not covered then
     return {-7, redis.call('HGET', undo, 'c') or false}
   end
-  local u = redis.call('HMGET', undo, 'm:from', 'i:' .. ARGV[5])
-  if not u[1] then
-    return {-7, false}
+  local p, why = undo_point(undo, ARGV[5])
+  if why == 'none' then
+    return {-6}
+  elseif why then
+    return {-7, redis.call('HGET', undo, 'c') or false}
   end
-  local from, p = tonumber(u[1]), u[2]
-  if not p then
-    if from == 1 then
-      return {-6}
-    end
-    return {-7, redis.call('HGET', undo, 'c')}
-  end
-  p = tonumber(p)
-  if p < from then
-    return {-7, redis.call('HGET', undo, 'c')}
-  end
-  -- Walk back from the newest event to the point; the oldest previous value of a key is its value then.
-  local at, atf = {}, {}
-  local seqs = {}
-  for q = rev, p, -1 do
-    seqs[#seqs + 1] = int(q)
-  end
-  local recs = hmget_chunked(undo, seqs)
-  for j = 1, #seqs do
-    if recs[j] then
-      local r = undo_read(recs[j])
-      if r.x then
-        -- An event after the point did not keep its previous values.
-        return {-7, redis.call('HGET', undo, 'c') or false}
-      end
-      for n = 1, #r.s, 2 do
-        at[r.s[n]] = r.s[n + 1]
-      end
-      for n = 1, #r.a, 2 do
-        atf[r.a[n]] = r.a[n + 1]
-      end
-    end
+  local at, atf = undo_walk(undo, rev, p)
+  if not at then
+    -- An event after the point did not keep its previous values.
+    return {-7, redis.call('HGET', undo, 'c') or false}
   end
   local names = {}
   for k in pairs(at) do

@@ -13,11 +13,16 @@ func TestNilRequests(t *testing.T) {
 	ctx := context.Background()
 	s := &Service{}
 	calls := map[string]func() error{
-		"Create":        func() error { _, err := s.Create(ctx, nil); return err },
-		"Get":           func() error { _, err := s.Get(ctx, nil); return err },
-		"List":          func() error { _, err := s.List(ctx, nil); return err },
-		"Delete":        func() error { return s.Delete(ctx, nil) },
-		"Rewind":        func() error { _, err := s.Rewind(ctx, nil); return err },
+		"Create": func() error { _, err := s.Create(ctx, nil); return err },
+		"Get":    func() error { _, err := s.Get(ctx, nil); return err },
+		"List":   func() error { _, err := s.List(ctx, nil); return err },
+		"Delete": func() error { return s.Delete(ctx, nil) },
+		"Rewind": func() error { _, err := s.Rewind(ctx, nil); return err },
+		"Fork":   func() error { _, err := s.Fork(ctx, nil); return err },
+		"Fork/ids": func() error {
+			_, err := s.Fork(ctx, &ForkRequest{AppName: "a", UserID: "u", SessionID: "s", NewSessionID: "n\x00"})
+			return err
+		},
 		"Inspect":       func() error { _, err := s.Inspect(ctx, nil); return err },
 		"AppendTo":      func() error { return s.AppendTo(ctx, nil) },
 		"AppendEvent":   func() error { return s.AppendEvent(ctx, nil, &Event{}) },

@@ -101,7 +101,7 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 		case err == nil:
 			return rewindEvent(res)
 		case errors.Is(err, cache.ErrInvocationNotFound):
-			return nil, s.unknownInvocation(req)
+			return nil, unknownInvocation(req.AppName, req.UserID, req.SessionID, req.BeforeInvocationID)
 		case errors.Is(err, ErrNotFound):
 			return nil, err
 		case errors.As(err, &cold):
@@ -131,41 +131,75 @@ func rewindEvent(res *cache.RewindResult) (*Event, error) {
 	return ev, nil
 }
 
-func (s *Service) unknownInvocation(req *RewindRequest) error {
-	return fmt.Errorf("%w: invocation %s in %s", ErrNotFound, req.BeforeInvocationID, cache.SessionName(req.AppName, req.UserID, req.SessionID))
+// unknownInvocation is the error of an invocation inv that session (app,
+// user, sid) has no event of.
+func unknownInvocation(app, user, sid, inv string) error {
+	return fmt.Errorf("%w: invocation %s in %s", ErrNotFound, inv, cache.SessionName(app, user, sid))
 }
 
-// rewindHistory is the cold path's source: every event of the session
-// (sequence numbers 1..Rev) and its current state. It reads through the
-// loader, which serves the events older than Redis's cached tail from the
-// database; until the loader does, a history that does not start at the
-// first event is refused rather than replayed from the middle.
-func (s *Service) rewindHistory(ctx context.Context, req *RewindRequest) (*cache.Snapshot, error) {
-	snap, err := s.loader.Get(ctx, cache.GetArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, After: -1})
+// fullHistory is the cold path's source (of a rewind, of a fork): every
+// event of the session (sequence numbers 1..Rev) and its current state. It
+// reads through the loader, which serves the events older than Redis's
+// cached tail from the database; until the loader does, a history that
+// does not start at the first event is refused rather than replayed from
+// the middle.
+func (s *Service) fullHistory(ctx context.Context, app, user, sid string) (*cache.Snapshot, error) {
+	snap, err := s.loader.Get(ctx, cache.GetArgs{App: app, User: user, SID: sid, After: -1})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("rewind session %s: read history: %w", req.SessionID, err)
+		return nil, fmt.Errorf("session %s: read history: %w", sid, err)
 	}
 	for i, r := range snap.Events {
 		if r.Seq != int64(i+1) {
-			return nil, fmt.Errorf("rewind session %s: history read has event %d where %d belongs: the events older than the cached ones are not available", req.SessionID, r.Seq, i+1)
+			return nil, fmt.Errorf("session %s: history read has event %d where %d belongs: the events older than the cached ones are not available", sid, r.Seq, i+1)
 		}
 	}
 	if int64(len(snap.Events)) != snap.Rev {
-		return nil, fmt.Errorf("rewind session %s: history read has %d events, the session %d", req.SessionID, len(snap.Events), snap.Rev)
+		return nil, fmt.Errorf("session %s: history read has %d events, the session %d", sid, len(snap.Events), snap.Rev)
 	}
 	return snap, nil
+}
+
+// historyError is an error of fullHistory or createState for operation op
+// ("rewind session s1: read history: ..."); ErrNotFound comes back as it is.
+func historyError(op string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("%s %w", op, err)
+}
+
+// stateBefore is the session-scoped state just before events[p], by ADK's
+// rule but from the create-time state base instead of an empty one: base
+// with the session keys of the deltas of events[:p] applied in order.
+func stateBefore(base map[string]json.RawMessage, events []*Event, p int) (map[string]any, error) {
+	then := map[string]any{}
+	for k, v := range base {
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return nil, fmt.Errorf("create-time state %q: %w", k, err)
+		}
+		then[k] = x
+	}
+	for _, e := range events[:p] {
+		for k, v := range e.Actions.StateDelta {
+			if isSessionKey(k) {
+				then[k] = v
+			}
+		}
+	}
+	return then, nil
 }
 
 // rewindFromHistory computes a rewind's deltas as ADK does, by replaying
 // the events before the point, but from the create-time state instead of an
 // empty one.
 func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, createState string) (*cache.RewindDelta, error) {
-	snap, err := s.rewindHistory(ctx, req)
+	snap, err := s.fullHistory(ctx, req.AppName, req.UserID, req.SessionID)
 	if err != nil {
-		return nil, err
+		return nil, historyError("rewind", err)
 	}
 	events, err := decodeEvents(snap.Events)
 	if err != nil {
@@ -173,19 +207,15 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 	}
 	p := slices.IndexFunc(events, func(e *Event) bool { return e.InvocationID == req.BeforeInvocationID })
 	if p < 0 {
-		return nil, s.unknownInvocation(req)
+		return nil, unknownInvocation(req.AppName, req.UserID, req.SessionID, req.BeforeInvocationID)
 	}
-	base, err := s.createState(ctx, req, createState, snap.Incarnation)
+	base, err := s.createState(ctx, req.AppName, req.UserID, req.SessionID, createState, snap.Incarnation)
 	if err != nil {
-		return nil, err
+		return nil, historyError("rewind", err)
 	}
-	then := map[string]any{}
-	for k, v := range base {
-		var x any
-		if err := json.Unmarshal(v, &x); err != nil {
-			return nil, fmt.Errorf("rewind session %s: create-time state %q: %w", req.SessionID, k, err)
-		}
-		then[k] = x
+	then, err := stateBefore(base, events, p)
+	if err != nil {
+		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
 	}
 	thenFiles, nowFiles := map[string]int64{}, map[string]int64{}
 	for i, e := range events {
@@ -194,14 +224,6 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 				thenFiles[f] = v
 			}
 			nowFiles[f] = v
-		}
-		if i >= p {
-			continue
-		}
-		for k, v := range e.Actions.StateDelta {
-			if isSessionKey(k) {
-				then[k] = v
-			}
 		}
 	}
 	now := map[string]any{}
@@ -251,21 +273,21 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 // createState is the session-scoped state the session was created with:
 // Redis's copy (fromCache, "" when Redis lost it), else the database's
 // (recorded by the flusher), else none, as ADK (a session ADK wrote).
-func (s *Service) createState(ctx context.Context, req *RewindRequest, fromCache string, incarnation int64) (map[string]json.RawMessage, error) {
+func (s *Service) createState(ctx context.Context, app, user, sid, fromCache string, incarnation int64) (map[string]json.RawMessage, error) {
 	base := map[string]json.RawMessage{}
 	if fromCache != "" {
 		if err := json.Unmarshal([]byte(fromCache), &base); err != nil {
-			return nil, fmt.Errorf("rewind session %s: create-time state: %w", req.SessionID, err)
+			return nil, fmt.Errorf("session %s: create-time state: %w", sid, err)
 		}
 		return base, nil
 	}
 	if s.db == nil {
 		return base, nil
 	}
-	key := persist.SessionKey{AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID}
+	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
 	stored, ok, err := s.db.LoadCreateState(ctx, key, incarnation)
 	if err != nil {
-		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("session %s: %w", sid, err)
 	}
 	if ok {
 		base = stored

@@ -206,6 +206,7 @@ func (h *Handler) routes() {
 		{"PATCH " + s + "/{id}", "update", h.update},
 		{"POST " + s + "/{id}/events", "append", h.appendEvent},
 		{"POST " + s + "/{id}/rewind", "rewind", h.rewind},
+		{"POST " + s + "/{id}/fork", "fork", h.fork},
 		{"GET /apps/{app}/users/{user}/state", "user_state", h.userState},
 		{"GET /api/overview", "overview", h.overview},
 		{"GET /api/sessions", "search", h.search},
