@@ -298,7 +298,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 	inc := e.hash(k.Session)["m:inc"]
 	guards := e.keys.ShardKeys(k.Shard).Guards
 	h := e.keys.Session("app", "u", "h")
-	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards)
+	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards, h.UserIndex)
 	flushedKeys := sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards)
 	v := e.keys.Session("app", "v", "")
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
@@ -340,7 +340,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "", "0", "0", "-1", "0"}},
 		{"hydrate: seqs not ending at the revision", lua.Hydrate, hydrateKeys,
-			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", ""}},
+			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", "", "h"}},
 		{"hydrate: read guard arguments missing", lua.Hydrate, hydrateKeys,
 			[]any{"1", "1", "1", "3", "60000", "0", "1", "3", "1000", "e", "{}"}},
 		{"hydrate_state: revision not an integer", lua.HydrateState, sessKeys(v.User, vGuards),
@@ -368,17 +368,17 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "0", "app", "u", "s", "r", "1", "4", "k", "1"}},
 		{"flushed: TTL not an integer", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "soon", "1000", "u:s", "1", "2", "", "0", "", "0"}},
+			[]any{inc, "1", "", "soon", "1000", "u:s", "1", "2", "", "0", "", "0", "", "s"}},
 		{"flushed: an argument too many", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "0", "", "0", "extra"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "0", "", "0", "", "s", "extra"}},
 		{"flushed: hold not an integer", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "1.5", "", "0"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "1.5", "", "0", "", "s"}},
 		{"flushed: rebased parts neither s nor u", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "x", "0", "", "0"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "x", "0", "", "0", "", "s"}},
 		{"flushed: read guard fields missing", lua.Flushed, flushedKeys,
 			[]any{inc, "1", "", "60000", "1000", "u:s"}},
 		{"flushed: empty read guard field", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "", "2", "", "0", "", "0"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "", "2", "", "0", "", "0", "", "s"}},
 		{"ack: more dead letters than arguments", lua.Ack, sessKeys(k.Log, e.keys.ShardKeys(k.Shard).Dead),
 			[]any{"5", "{}"}},
 		{"state_dead: revision not an integer", lua.StateDead, sessKeys(k.User), []any{"1.5"}},
