@@ -375,6 +375,8 @@ func testBadScriptArguments(t *testing.T, url string) {
 			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "1.5", "", "0", "", "s"}},
 		{"flushed: rebased parts neither s nor u", lua.Flushed, flushedKeys,
 			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "x", "0", "", "0", "", "s"}},
+		{"flushed: update time not an integer", lua.Flushed, flushedKeys,
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "0", "", "0", "soon", "s"}},
 		{"flushed: read guard fields missing", lua.Flushed, flushedKeys,
 			[]any{inc, "1", "", "60000", "1000", "u:s"}},
 		{"flushed: empty read guard field", lua.Flushed, flushedKeys,
@@ -667,8 +669,8 @@ func testReadGuards(t *testing.T, url string) {
 		keys   []string
 		args   func(field, value string) []any
 	}{
-		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg}, func(f, v string) []any {
-			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v}
+		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg, h.UserIndex}, func(f, v string) []any {
+			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v, "h"}
 		}},
 		{"hydrate_state", lua.HydrateState, []string{h.User, hg}, func(f, v string) []any { return []any{"1", "0", "60000", "0", f, v} }},
 		{"hydrate_index", lua.HydrateIndex, []string{h.UserIndex, hg, h.Session}, func(f, v string) []any { return []any{"60000", f, v, "h", "1000"} }},
