@@ -23,6 +23,11 @@ type Change struct {
 	AppDelta       []Pair // the app: part of the delta (keys without "app:"), nil when none
 	AppOrder       int64  // its order number (Store.AppOrder); 0 when logged without one
 	EventID        string // appends with an app delta: the event id
+	// UserDelta is the user: part of a create's initial state or of an
+	// event's delta (keys without "user:"), nil when none: the flusher
+	// rebases a user Redis holds behind the database with it when the
+	// batch carries no event of the change (docs/design.md).
+	UserDelta []Pair
 	// Held: a dead letter's entry retried whose session row was refused
 	// with its events (StoredDeadLetter.Holds): written now, it releases
 	// one of the session's holds (Flushed.Hold).
@@ -50,13 +55,22 @@ func parseChange(m redis.XMessage) (Change, error) {
 	if c.App == "" || c.User == "" || c.SID == "" {
 		return c, fmt.Errorf("change %s: missing session identity", m.ID)
 	}
-	if p := str("p"); p != "" {
+	// deltaField reads a delta field (a JSON object) into pairs.
+	deltaField := func(field, what string) ([]Pair, error) {
 		var delta map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(p), &delta); err != nil {
-			return c, fmt.Errorf("change %s: field p (app delta): %w", m.ID, err)
+		if err := json.Unmarshal([]byte(str(field)), &delta); err != nil {
+			return nil, fmt.Errorf("change %s: field %s (%s): %w", m.ID, field, what, err)
 		}
+		var out []Pair
 		for k, v := range delta {
-			c.AppDelta = append(c.AppDelta, Pair{Key: k, Value: string(v)})
+			out = append(out, Pair{Key: k, Value: string(v)})
+		}
+		return out, nil
+	}
+	var err error
+	if str("p") != "" {
+		if c.AppDelta, err = deltaField("p", "app delta"); err != nil {
+			return c, err
 		}
 		if o := str("o"); o != "" {
 			n, err := strconv.ParseInt(o, 10, 64)
@@ -64,6 +78,11 @@ func parseChange(m redis.XMessage) (Change, error) {
 				return c, fmt.Errorf("change %s: field o (app order) %q is not a positive integer", m.ID, o)
 			}
 			c.AppOrder = n
+		}
+	}
+	if str("w") != "" {
+		if c.UserDelta, err = deltaField("w", "user delta"); err != nil {
+			return c, err
 		}
 	}
 	nums := []struct {

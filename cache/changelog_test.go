@@ -42,6 +42,9 @@ func TestParseChange(t *testing.T) {
 		{"incarnation as a float", with("k", "c", "n", "1.7e+15"), "field n"},
 		{"app delta not JSON", with("k", "a", "q", "3", "t", "1", "p", `{`), "field p"},
 		{"app delta not an object", with("k", "a", "q", "3", "t", "1", "p", `[1]`), "field p"},
+		{"create with user delta", with("k", "c", "w", `{"x":1}`), ""},
+		{"user delta not JSON", with("k", "a", "q", "3", "t", "1", "w", `{`), "field w"},
+		{"user delta not an object", with("k", "c", "w", `[1]`), "field w"},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			ch, err := parseChange(redis.XMessage{ID: "1-0", Values: c.values})

@@ -45,7 +45,7 @@ func guardedResult(n int64, err error, what string) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("%s: %w", what, err)
 	case n < 0:
-		return false, fmt.Errorf("%s: %w", what, codeError(n))
+		return false, fmt.Errorf("%s: %w", what, hydrateStatuses.err(n))
 	}
 	return n == 1, nil
 }

@@ -11,6 +11,14 @@ import (
 // a deployment's data: the shard of a user is part of every key of that user.
 const DefaultShards = 64
 
+// LayoutVersion is the version of the key layout this code reads and
+// writes: the keys, their fields and the change log's entries. Open records
+// it in <ns>adk:meta (field layout) and refuses a Redis namespace that holds
+// another version (docs/operations.md, "Upgrading"). A namespace written
+// before the version was recorded holds version 1. It goes up with any
+// change of the layout that code of the version before would misread.
+const LayoutVersion = 1
+
 // Keys builds every Redis key adksession uses. Nothing else in the module
 // knows a key name. Layout lists them all; docs/redis-keys.md is the same
 // table for operators, and a test keeps the two equal.
@@ -55,7 +63,7 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:as:<app>", "zset", "none; with a database it holds only sessions whose create is not flushed yet (flushed.lua removes the others), without one every session",
 		"create.lua, delete.lua, flushed.lua", "List of a whole app (merged with the database's sessions), user index rebuilds: member = \"<user> NUL <sid>\" (raw ids), score 0, so lexicographic order is (user, sid) byte order"},
 	{"<ns>adk:{<shard>}:log", "stream", "none; entries deleted once flushed",
-		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), o (its order number, app_order.lua), e (event id)"},
+		"create.lua, append.lua, delete.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), o (its order number, app_order.lua), e (event id), w (user delta JSON: a create's initial user: keys, an event's)"},
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
 		"flusher (lease_acquire.lua, lease_release.lua)", "flusher: id of the flusher draining this shard"},
 	{"<ns>adk:{<shard>}:g", "hash", "none (127 counters, fields \"0\" to \"126\", and epoch: a random token, set by the first cold read after the hash was made)",
@@ -70,7 +78,7 @@ var Layout = []KeySpec{
 	{"<ns>adk:{a:<app>}:ao", "hash", "none",
 		"app_order.lua (m:n, m:floor), app_apply.lua (k:<key>); prune_app.lua deletes it",
 		"app_apply.lua: m:n = last order number taken (Redis's clock in µs, or the number before + 1), m:floor = where the numbers of this hash start (a number at or below it was taken from a hash Redis lost), k:<key> = number of the change that last wrote the key (without \"app:\")"},
-	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment"},
+	{"<ns>adk:meta", "hash", "none", "Open", "Open: shards = shard count of the deployment, layout = version of the key layout (cache.LayoutVersion; a process refuses another)"},
 	{"<ns>adk:wake", "pub/sub channel (not a key)", "",
 		"create.lua, append.lua, delete.lua, rewind.lua (only with a database): PUBLISH when a shard's change log gets its first entry",
 		"flushers: SUBSCRIBE while idle, then a pass over the shards"},

@@ -218,7 +218,7 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get script: %w", err)
 	}
-	if err := codeError(v[0].(int64)); err != nil {
+	if err := getStatuses.err(v[0].(int64)); err != nil {
 		return nil, err
 	}
 	snap := &Snapshot{}

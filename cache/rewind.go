@@ -2,18 +2,8 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
-
-// Return codes of rewind.lua beyond the shared ones.
-const (
-	codeNoInvocation   = -6
-	codeUndoIncomplete = -7
-)
-
-// ErrInvocationNotFound: the invocation to rewind before has no event in the session.
-var ErrInvocationNotFound = errors.New("adksession: invocation not found in session")
 
 // UndoIncompleteError is Rewind's answer when the undo records do not reach
 // the rewind point (they were trimmed with the events older than the cached
@@ -66,7 +56,7 @@ type RewindResult struct {
 // ErrInvocationNotFound, *UndoIncompleteError, ErrStale (only with Computed).
 func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, s.wakeArg(), a.App, a.User, a.SID, a.EventID}
+	args := append(s.changeArgs(a.App, a.User, a.SID, 8), a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, a.EventID)
 	if a.Computed == nil {
 		args = append(args, "")
 	} else {
@@ -78,17 +68,15 @@ func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error)
 	if err != nil {
 		return nil, fmt.Errorf("rewind script: %w", err)
 	}
-	switch code := v[0].(int64); code {
-	case codeOK:
+	switch err := rewindStatuses.err(v[0].(int64)); err {
+	case nil:
 		return &RewindResult{Seq: v[1].(int64), Ts: v[2].(int64), Event: v[3].(string)}, nil
-	case codeNoInvocation:
-		return nil, ErrInvocationNotFound
-	case codeUndoIncomplete:
+	case errUndoIncomplete:
 		c, _ := v[1].(string)
 		return nil, &UndoIncompleteError{CreateState: c}
-	case codeStale:
+	case ErrStale:
 		return nil, fmt.Errorf("%w: stored revision %d, delta computed at %d", ErrStale, v[1].(int64), a.Computed.Rev)
 	default:
-		return nil, codeError(code)
+		return nil, err
 	}
 }

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -141,77 +140,6 @@ func fullError(cmd *redis.Cmd) *redis.Cmd {
 		cmd.SetErr(fmt.Errorf("%w: %w", ErrRedisFull, err))
 	}
 	return cmd
-}
-
-// Script return codes shared by the session scripts (see each script's header).
-const (
-	codeOK         = 0
-	codeCaughtUp   = 1
-	codeNotCached  = -1
-	codeDeleted    = -2
-	codeStale      = -3
-	codeNoUser     = -4
-	codeIncomplete = -5
-	codeOrderLost  = -6
-	codeDuplicate  = -8
-	codeCheckID    = -9
-	codeExists     = -10
-	codeOutdated   = -11
-	// The state totals' caps (lib.lua): the session's, the user's, the app's.
-	codeSessionCap = -12
-	codeUserCap    = -13
-	codeAppCap     = -14
-)
-
-// Statuses the scripts report that never reach a caller of adksession: the
-// loader answers them with a cold load from the database (then retries, see
-// loader.Run) or maps them to the errors of errors.go.
-var (
-	ErrNotCached     = errors.New("adksession: session not cached")
-	ErrDeleted       = errors.New("adksession: session deleted")
-	ErrUserNotCached = errors.New("adksession: user state not cached")
-	ErrIncomplete    = errors.New("adksession: cached session incomplete")
-	ErrAppNotCached  = errors.New("adksession: app state not cached")
-	// ErrAppOrderLost: Redis lost an app's order numbers since a change
-	// took its number (see Store.ApplyApp).
-	ErrAppOrderLost = errors.New("adksession: app order number taken before Redis lost the app's order")
-	// ErrDuplicateEvent: the session holds an event with this id (see
-	// DuplicateEventError).
-	ErrDuplicateEvent = errors.New("adksession: event id already in session")
-	// ErrCheckEventID: the event id is not among the cached events, and
-	// older events of the session are in the database only, or Redis holds
-	// an older copy of the session than the handle read: look it up there
-	// (the service), then append with AppendArgs.CheckID false.
-	ErrCheckEventID = errors.New("adksession: event id must be looked up in the database")
-)
-
-// codeError maps a script's status code to an error (nil for success).
-func codeError(code int64) error {
-	switch code {
-	case codeOK, codeCaughtUp:
-		return nil
-	case codeNotCached:
-		return ErrNotCached
-	case codeExists:
-		return ErrExists
-	case codeDeleted:
-		return ErrDeleted
-	case codeStale:
-		return ErrStale
-	case codeNoUser:
-		return ErrUserNotCached
-	case codeIncomplete:
-		return ErrIncomplete
-	case codeOutdated:
-		return ErrReadOutdated
-	case codeSessionCap:
-		return &StateCapError{Field: "MaxSessionStateBytes"}
-	case codeUserCap:
-		return &StateCapError{Field: "MaxUserStateBytes"}
-	case codeAppCap:
-		return &StateCapError{Field: "MaxAppStateBytes"}
-	}
-	return fmt.Errorf("adksession: unknown script status %d", code)
 }
 
 // isNoScript tells whether err is Redis's NOSCRIPT.

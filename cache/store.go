@@ -111,6 +111,13 @@ func (s *Store) wakeArg() string {
 	return s.keys.Wake()
 }
 
+// changeArgs are the first arguments of the scripts that log a change
+// (create, append, delete, rewind; lib.lua): wakeArg, then the session's
+// app, user and id, with room for n more.
+func (s *Store) changeArgs(app, user, sid string, n int) []any {
+	return append(make([]any, 0, 4+n), s.wakeArg(), app, user, sid)
+}
+
 func boolArg(b bool) string {
 	if b {
 		return "1"
@@ -135,7 +142,8 @@ type CreateArgs struct {
 // CreateChangeID), after AppOrder as its first.
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.SID)
-	args := []any{a.CreateTime, s.wakeArg(), a.App, a.User, a.SID, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token, orderArg(a.Delta)}
+	args := append(s.changeArgs(a.App, a.User, a.SID, 9+2*len(a.Delta.Session)+2*len(a.Delta.User)),
+		a.CreateTime, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token, orderArg(a.Delta))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	args = append(args, s.caps.Session, s.caps.User)
@@ -143,10 +151,10 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	return s.capped(codeError(res[0]), res[len(res)-1], a.App, a.User, a.SID)
+	return s.capped(createStatuses.err(res[0]), res[len(res)-1], a.App, a.User, a.SID)
 }
 
-// capped completes a StateCapError of codeError with the scope of a write
+// capped completes a StateCapError of a script's status with the scope of a write
 // to (app, user, sid), the state's total the script answered with its
 // status (bytes) and the cap; other errors are returned as they are.
 func (s *Store) capped(err error, bytes int64, app, user, sid string) error {
@@ -200,16 +208,16 @@ func (s *Store) AppOrder(ctx context.Context, app string, pairs []Pair) (int64, 
 	}
 	switch v := v.(type) {
 	case int64:
-		if v == codeNoUser {
-			return 0, ErrAppNotCached
+		if err := appOrderStatuses.err(v); err != nil {
+			return 0, err
 		}
 		return v, nil
 	case []any:
 		if len(v) == 2 {
 			code, ok1 := v[0].(int64)
 			bytes, ok2 := v[1].(int64)
-			if ok1 && ok2 && code == codeAppCap {
-				return 0, s.capped(codeError(code), bytes, app, "", "")
+			if ok1 && ok2 && code < 0 {
+				return 0, s.capped(appOrderStatuses.err(code), bytes, app, "", "")
 			}
 		}
 	}
@@ -250,15 +258,10 @@ func (s *Store) ApplyApp(ctx context.Context, app string, c AppChange) error {
 	}
 	args := appendPairs([]any{c.ID, time.Now().UnixMilli(), s.appliedRetention.Milliseconds(), boolArg(s.durable), order, mode}, c.Pairs)
 	n, err := s.write(ctx, appApplyScript, []string{k.State, k.Applied, k.Order}, args...).Int64()
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("app state script: %w", err)
-	case n == codeNoUser:
-		return ErrAppNotCached
-	case n == codeOrderLost:
-		return ErrAppOrderLost
 	}
-	return nil
+	return appApplyStatuses.err(n)
 }
 
 // AppendArgs are the inputs of Append.
@@ -329,6 +332,9 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
 	v := newArgv(keys, 22+2*pairs, 14+2*pairs, 6)
+	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID} {
+		v.str(x)
+	}
 	if a.NoHandle {
 		rev := ""
 		if a.IfUpdateTime > 0 {
@@ -349,22 +355,32 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 		v.str("-inf")
 	}
 	v.int(a.Ts)
-	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost} {
+	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost, a.EventID, boolArg(a.CheckID)} {
 		v.str(x)
 	}
-	v.int(s.tempTTL.Milliseconds())
-	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID, a.Delta.AppJSON, orderArg(a.Delta), a.EventID, boolArg(a.CheckID)} {
-		v.str(x)
-	}
-	for _, pairs := range [][]Pair{a.Delta.Session, a.Delta.User, a.Delta.Temp, a.Artifacts} {
+	// Each scope's pairs, then what applies to them only when there are any:
+	// the session's and the user's state caps, the temp hash's TTL.
+	for i, pairs := range [][]Pair{a.Delta.Session, a.Delta.User, a.Delta.Temp, a.Artifacts} {
 		v.args = append(v.args, len(pairs))
 		for _, p := range pairs {
 			v.str(p.Key)
 			v.str(p.Value)
 		}
+		if len(pairs) > 0 {
+			switch i {
+			case 0:
+				v.int(s.caps.Session)
+			case 1:
+				v.int(s.caps.User)
+			case 2:
+				v.int(s.tempTTL.Milliseconds())
+			}
+		}
 	}
-	v.int(s.caps.Session)
-	v.int(s.caps.User)
+	if a.Delta.AppJSON != "" {
+		v.str(a.Delta.AppJSON)
+		v.str(orderArg(a.Delta))
+	}
 	return keys, v.args
 }
 
@@ -423,8 +439,8 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 		return nil, fmt.Errorf("append script: %w", err)
 	}
 	code := v[0].(int64)
-	switch code {
-	case codeDuplicate:
+	switch err := appendStatuses.err(code); {
+	case err == ErrDuplicateEvent:
 		dup := &DuplicateEventError{Incarnation: v[1].(int64)}
 		if len(v) == 5 {
 			rec, err := parseMember(v[2].(string), v[3].(string))
@@ -434,17 +450,11 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 			dup.Stored, dup.Flushed = &rec, v[4].(int64) == 1
 		}
 		return nil, dup
-	case codeCheckID:
-		return nil, ErrCheckEventID
-	}
-	if err := codeError(code); err != nil {
-		switch code {
-		case codeStale:
-			return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
-		case codeSessionCap, codeUserCap:
-			return nil, s.capped(err, v[1].(int64), a.App, a.User, a.SID)
-		}
-		return nil, err
+	case err == ErrStale:
+		return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
+	case err != nil:
+		bytes, _ := v[len(v)-1].(int64) // a cap's status: the state's total
+		return nil, s.capped(err, bytes, a.App, a.User, a.SID)
 	}
 	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64), Incarnation: v[len(v)-1].(int64)}
 	if code == codeCaughtUp {
@@ -460,7 +470,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 // Delete deletes a session; it reports whether a cached session was removed.
 func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
 	k := s.keys.Session(app, user, sid)
-	args := []any{s.wakeArg(), time.Now().UnixMicro(), app, user, sid, AppIndexMember(user, sid)}
+	args := append(s.changeArgs(app, user, sid, 2), time.Now().UnixMicro(), AppIndexMember(user, sid))
 	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)

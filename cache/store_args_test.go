@@ -23,8 +23,9 @@ func TestAppendCommandLayout(t *testing.T) {
 		Artifacts: []Pair{{"f.txt", "3"}}}
 	k := keys.Session("app", "u", "s")
 	head := []string{"8", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
-	tail := []string{"1735787045223456", "inv", `{"t":`, `}`, "3600000", keys.Wake(), "app", "u", "s", `{"a":2}`, "7", "ev", "1",
-		"1", "k", "1", "1", "n", `"x"`, "1", "temp:t", "true", "1", "f.txt", "3", "9", "8"}
+	head = append(head, keys.Wake(), "app", "u", "s")
+	tail := []string{"1735787045223456", "inv", `{"t":`, `}`, "ev", "1",
+		"1", "k", "1", "9", "1", "n", `"x"`, "8", "1", "temp:t", "true", "3600000", "1", "f.txt", "3", `{"a":2}`, "7"}
 	for _, c := range []struct {
 		tweak func(*AppendArgs)
 		argv  string // the first three arguments

@@ -128,18 +128,3 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 		t.Fatalf("get of a deleted session: got %v, want ErrDeleted", err)
 	}
 }
-
-// TestCodeError: each status code of the scripts has its own error.
-func TestCodeError(t *testing.T) {
-	for code, want := range map[int64]error{
-		codeOK: nil, codeCaughtUp: nil, codeNotCached: ErrNotCached, codeExists: ErrExists, codeDeleted: ErrDeleted,
-		codeStale: ErrStale, codeNoUser: ErrUserNotCached, codeIncomplete: ErrIncomplete, codeOutdated: ErrReadOutdated,
-	} {
-		if got := codeError(code); got != want {
-			t.Errorf("codeError(%d) = %v, want %v", code, got, want)
-		}
-	}
-	if err := codeError(-99); err == nil || errors.Is(err, ErrNotCached) {
-		t.Errorf("codeError(-99) = %v, want an error of its own", err)
-	}
-}

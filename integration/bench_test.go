@@ -93,9 +93,9 @@ func mean(d []time.Duration) float64 {
 var histories struct {
 	mu     sync.Mutex
 	svc    *service.Service
-	url    string // its Redis
-	ns     string // its namespace
-	filled map[int]bool
+	url    string          // its Redis
+	ns     string          // its namespace
+	filled map[string]bool // session ids
 }
 
 const historyApp, historyUser = "bench", "reader"
@@ -104,21 +104,28 @@ const historyApp, historyUser = "bench", "reader"
 // benchmark events (~1 KiB each).
 func historySession(b *testing.B, n int) (*service.Service, string) {
 	b.Helper()
-	ctx := context.Background()
+	return filledSession(b, fmt.Sprintf("h%d", n), func(svc *service.Service, created *service.Session) {
+		prefill(b, svc, created.ID(), n)
+	})
+}
+
+// filledSession returns the service of histories and session sid of
+// historyApp/historyUser, created and filled by fill once per process.
+func filledSession(b *testing.B, sid string, fill func(svc *service.Service, created *service.Session)) (*service.Service, string) {
+	b.Helper()
 	histories.mu.Lock()
 	defer histories.mu.Unlock()
 	if histories.svc == nil {
 		histories.svc, histories.url, histories.ns = openBench(b, true)
-		histories.filled = map[int]bool{}
+		histories.filled = map[string]bool{}
 	}
-	sid := fmt.Sprintf("h%d", n)
-	if !histories.filled[n] {
+	if !histories.filled[sid] {
 		start := time.Now()
-		_, err := histories.svc.Create(ctx, &service.CreateRequest{AppName: historyApp, UserID: historyUser, SessionID: sid})
+		created, err := histories.svc.Create(context.Background(), &service.CreateRequest{AppName: historyApp, UserID: historyUser, SessionID: sid})
 		require.NoError(b, err)
-		prefill(b, histories.svc, sid, n)
-		histories.filled[n] = true
-		b.Logf("pre-filled %d events in %v", n, time.Since(start).Round(time.Millisecond))
+		fill(histories.svc, created.Session)
+		histories.filled[sid] = true
+		b.Logf("filled session %s in %v", sid, time.Since(start).Round(time.Millisecond))
 	}
 	return histories.svc, sid
 }

@@ -5,7 +5,10 @@ package integration
 // instructions it executes, whatever else the machine is doing. Each script
 // is called the same number of times by redis-benchmark and the count per
 // call is reported next to the minimal atomic append's, along with the cost
-// of each part of append.lua (the script cut short after each part).
+// of each part of append.lua (the script cut short after each part), and
+// create.lua's, rewind.lua's and delete.lua's; each also as the
+// instructions inside EVALSHA alone (-inscript), which do not move with
+// the machine's load.
 //
 //	integration/testenv.sh go test -run '^$' -bench ScriptInstructions -benchtime 1x ./integration/
 //
@@ -24,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
@@ -71,11 +75,18 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	// instructions runs call n times and returns the instructions per call,
 	// from a callgrind dump taken before and after.
 	dumps := 0
+	// inScript is the instructions inside EVALSHA (evalShaCommand, with what
+	// it calls) of the last dump: the script's own work, without the
+	// request's parsing and the event loop's, which vary with the machine's
+	// load (cron and expire cycles run by the clock).
+	var inScript int64
 	total := func() int64 {
 		dumps++
 		out, err := exec.Command("callgrind_control", "-d", strconv.Itoa(cmd.Process.Pid)).CombinedOutput()
 		require.NoError(b, err, "%s", out)
-		return callgrindTotal(b, out, dir)
+		var n int64
+		n, inScript = callgrindTotal(b, out, dir)
+		return n
 	}
 	instructions := func(call scriptbench.Call) float64 {
 		u, _ := url.Parse(redisURL)
@@ -88,16 +99,39 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		require.NoError(b, err, "%s", res)
 		return float64(total()) / scriptCostCalls
 	}
+	// inScriptOf is what inScript was for the last measurement, per call.
+	inScriptOf := func(calls int) float64 {
+		require.Positive(b, inScript, "no evalShaCommand in the callgrind dump")
+		return float64(inScript) / float64(calls)
+	}
+	// goCalls runs call(i) for i in [0, n) from this process, one at a time,
+	// and returns the instructions per call.
+	goCalls := func(n int, call func(i int)) float64 {
+		total()
+		for i := range n {
+			call(i)
+		}
+		return float64(total()) / float64(n)
+	}
 	for b.Loop() {
+		ins := map[string]float64{}
+		for name, v := range otherScripts(b, rdb, goCalls, func(name string) { ins[name] = inScriptOf(otherScriptCalls) }) {
+			b.ReportMetric(v, name+"-instr/call")
+		}
+		for name, v := range ins {
+			b.ReportMetric(v, name+"-inscript/call")
+		}
 		ref := instructions(referenceCall(b, "", appendBenchEvent(1)))
+		b.ReportMetric(inScriptOf(scriptCostCalls), "ref-inscript/call")
 		full := appendCall(b, rdb, "", "cost", "u", resp.Session.ID(), appendBenchEvent(1), true)
 		b.ReportMetric(ref, "ref-instr/call")
 		app := instructions(full)
 		b.ReportMetric(app, "instr/call")
+		b.ReportMetric(inScriptOf(scriptCostCalls), "inscript/call")
 		b.ReportMetric(app/ref, "ratio")
 		for i, part := range appendParts {
+			require.Equal(b, 1, strings.Count(full.Src, part.before), "append.lua must have %q once", part.before)
 			at := strings.Index(full.Src, part.before)
-			require.GreaterOrEqual(b, at, 0, "append.lua has no %q", part.before)
 			cut := full
 			cut.Src = full.Src[:at] + "\nif true then return {0} end\n" + full.Src[at:]
 			b.ReportMetric(instructions(cut), fmt.Sprintf("part%d-%s-instr", i+1, part.name))
@@ -105,21 +139,68 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	}
 }
 
+// otherScriptCalls is how many times each of the other session scripts is
+// called (from Go, on sessions of their own).
+const otherScriptCalls = 500
+
+// otherScripts measures, with a database (durable), create.lua (a session
+// with one session key), rewind.lua (before the one invocation of a session
+// with one event that set a session key: the undo records' path) and
+// delete.lua, each on sessions of its own.
+func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, call func(i int)) float64, measured func(name string)) map[string]float64 {
+	ctx := context.Background()
+	keys, err := cache.NewKeys("other:", 0)
+	require.NoError(b, err)
+	store := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: true})
+	require.NoError(b, store.LoadScripts(ctx))
+	k := keys.Session("cost", "u", "")
+	require.NoError(b, rdb.HSet(ctx, k.User, "m:rev", 0).Err())
+	require.NoError(b, rdb.ZAdd(ctx, k.UserIndex, redis.Z{Member: ""}).Err())
+	sid := func(i int) string { return "s" + strconv.Itoa(i) }
+	now := time.Now().UnixMicro()
+	out := map[string]float64{}
+	out["create"] = measure(otherScriptCalls, func(i int) {
+		require.NoError(b, store.Create(ctx, cache.CreateArgs{App: "cost", User: "u", SID: sid(i), CreateTime: now + int64(i), Token: sid(i),
+			Delta: cache.StateDelta{Session: []cache.Pair{{Key: "a", Value: "1"}}}}))
+	})
+	measured("create")
+	for i := range otherScriptCalls {
+		_, err := store.Append(ctx, cache.AppendArgs{App: "cost", User: "u", SID: sid(i), HandleRev: 0, Incarnation: now + int64(i),
+			Ts: now + 1000, InvocationID: "inv", EventID: "e" + sid(i), EventPre: `{"id":"e","timestamp":`, EventPost: `}`,
+			Delta: cache.StateDelta{Session: []cache.Pair{{Key: "a", Value: "2"}}}})
+		require.NoError(b, err)
+	}
+	out["rewind"] = measure(otherScriptCalls, func(i int) {
+		r, err := store.Rewind(ctx, cache.RewindArgs{App: "cost", User: "u", SID: sid(i), Before: "inv", InvocationID: "e-r",
+			EventID: "r" + sid(i), Ts: now + 2000, EventPre: `{"id":"r","timestamp":`, EventMid: `,"actions":{"stateDelta":`, EventTail: `}}`})
+		require.NoError(b, err)
+		require.EqualValues(b, 2, r.Seq)
+	})
+	measured("rewind")
+	out["delete"] = measure(otherScriptCalls, func(i int) {
+		ok, err := store.Delete(ctx, "cost", "u", sid(i))
+		require.NoError(b, err)
+		require.True(b, ok)
+	})
+	measured("delete")
+	return out
+}
+
 // appendParts are the places append.lua is cut short at, in order.
 var appendParts = []struct{ name, before string }{
 	{"call", "-- lib.lua:"},
 	{"lib", "local sess, events, temp, user, uindex, log = KEYS[1]"},
 	{"inputs", "-- Preconditions, all checked"},
-	{"checks", "local ts = ts0"},
-	{"session", "-- What rewind.lua needs"},
-	{"undo", "if u > 0 then"},
-	{"user-temp", "redis.call('ZADD', events"},
-	{"indexes", "if durable then\n  -- Keys that"},
+	{"checks", "-- Session state (and m:sz"},
+	{"event", "-- What rewind.lua needs"},
+	{"undo", "if u > 0 then\n  uvals[#uvals + 1]"},
+	{"user-temp", "if durable then\n  -- The user index"},
 }
 
 // callgrindTotal reads the instruction total of the dump callgrind_control
-// just wrote (the newest callgrind.out.* file of dir).
-func callgrindTotal(b *testing.B, ctlOut []byte, dir string) int64 {
+// just wrote (the newest callgrind.out.* file of dir), and the instructions
+// inside evalShaCommand (inclusive, by callgrind_annotate).
+func callgrindTotal(b *testing.B, ctlOut []byte, dir string) (total, inScript int64) {
 	b.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "callgrind.out*"))
 	require.NoError(b, err)
@@ -134,6 +215,14 @@ func callgrindTotal(b *testing.B, ctlOut []byte, dir string) int64 {
 	fh, err := os.Open(newest)
 	require.NoError(b, err)
 	defer fh.Close()
+	ann, err := exec.Command("callgrind_annotate", "--inclusive=yes", "--threshold=100", newest).CombinedOutput()
+	require.NoError(b, err, "%s", ann)
+	for _, line := range strings.Split(string(ann), "\n") {
+		if strings.Contains(line, ":evalShaCommand ") || strings.HasSuffix(line, ":evalShaCommand") {
+			f := strings.Fields(line)
+			inScript, _ = strconv.ParseInt(strings.ReplaceAll(f[0], ",", ""), 10, 64)
+		}
+	}
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -145,9 +234,9 @@ func callgrindTotal(b *testing.B, ctlOut []byte, dir string) int64 {
 			} else {
 				require.NoError(b, os.Remove(newest))
 			}
-			return n
+			return n, inScript
 		}
 	}
 	b.Fatalf("no summary line in %s", newest)
-	return 0
+	return 0, 0
 }

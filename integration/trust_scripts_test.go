@@ -59,7 +59,7 @@ func testCreateChecksUserIndex(t *testing.T, url string) {
 	k := e.keys.Session("app", "u", "s")
 	create := func() int64 {
 		keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}
-		r, err := e.rdb.Eval(ctx, lua.Create, keys, 1000, "wake", "app", "u", "s", cache.AppIndexMember("u", "s"), "", "tok", "", 0, 0, 0, 0).Int64Slice()
+		r, err := e.rdb.Eval(ctx, lua.Create, keys, "wake", "app", "u", "s", 1000, cache.AppIndexMember("u", "s"), "", "tok", "", 0, 0, 0, 0).Int64Slice()
 		require.NoError(t, err)
 		return r[0]
 	}
@@ -303,8 +303,8 @@ func testBadScriptArguments(t *testing.T, url string) {
 	v := e.keys.Session("app", "v", "")
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
 	goodAppend := func() []any {
-		return []any{"1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "3600000", "0", "app", "u", "s", "", "", "x", "0",
-			"1", "k", "1", "0", "0", "0", "0", "0"}
+		return []any{"0", "app", "u", "s", "1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "x", "0",
+			"1", "k", "1", "0", "0", "0", "0"}
 	}
 	with := func(args []any, i int, v any) []any { args[i] = v; return args }
 	cases := []struct {
@@ -313,32 +313,35 @@ func testBadScriptArguments(t *testing.T, url string) {
 		keys   []string
 		args   []any
 	}{
-		{"append: handle revision not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "1.5")},
-		{"append: update time not an integer", lua.Append, appendKeys, with(goodAppend(), 0, "=soon")},
-		{"append: incarnation not an integer", lua.Append, appendKeys, with(goodAppend(), 1, "x")},
-		{"append: temp TTL not an integer", lua.Append, appendKeys, append(with(goodAppend(), 7, "1h")[:20], "1", "temp:t", "2", "0", "0", "0")},
-		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 3, "253402214400000000")},
-		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 3, "1.5")},
-		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 3, "2.534022144e+17")},
-		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 16, "9000")},
-		{"append: app order not an integer", lua.Append, appendKeys, with(with(goodAppend(), 12, `{"a":1}`), 13, "x")},
-		{"append: app order missing", lua.Append, appendKeys, with(goodAppend(), 12, `{"a":1}`)},
-		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), "extra")},
-		{"append: state cap not an integer", lua.Append, appendKeys, with(goodAppend(), 22, "1.5")},
-		{"append: state caps missing", lua.Append, appendKeys, goodAppend()[:22]},
-		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:21], "1", "f.txt", "v2", "0", "0")},
+		{"append: handle revision not an integer", lua.Append, appendKeys, with(goodAppend(), 4, "1.5")},
+		{"append: update time not an integer", lua.Append, appendKeys, with(goodAppend(), 4, "=soon")},
+		{"append: incarnation not an integer", lua.Append, appendKeys, with(goodAppend(), 5, "x")},
+		{"append: temp TTL not an integer", lua.Append, appendKeys, append(goodAppend()[:18], "1", "temp:t", "2", "1h", "0")},
+		{"append: temp TTL missing", lua.Append, appendKeys, append(goodAppend()[:18], "1", "temp:t", "2", "0")},
+		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 7, "253402214400000000")},
+		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 7, "1.5")},
+		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 7, "2.534022144e+17")},
+		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 13, "9000")},
+		{"append: app order not an integer", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`, "x")},
+		{"append: app order missing", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`)},
+		{"append: app delta empty", lua.Append, appendKeys, append(goodAppend(), "", "5")},
+		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`, "5", "extra")},
+		{"append: state cap not an integer", lua.Append, appendKeys, with(goodAppend(), 16, "1.5")},
+		{"append: state cap missing", lua.Append, appendKeys, append(goodAppend()[:16], "0", "0", "0")},
+		{"append: user state cap missing", lua.Append, appendKeys, append(goodAppend()[:17], "1", "k", "1", "0", "0")},
+		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:19], "1", "f.txt", "v2")},
 		{"create: create time beyond 2^53", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1e300", "0", "app", "u", "new", "u:new", "", "token", "", "0", "0", "0", "0"}},
+			[]any{"0", "app", "u", "new", "1e300", "u:new", "", "token", "", "0", "0", "0", "0"}},
 		{"create: app order not an integer", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1000", "0", "app", "u", "new", "u:new", `{"a":1}`, "token", "0", "0", "0", "0", "0"}},
+			[]any{"0", "app", "u", "new", "1000", "u:new", `{"a":1}`, "token", "0", "0", "0", "0", "0"}},
 		{"create: pairs beyond the arguments", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "", "5", "k", "1", "0"}},
+			[]any{"0", "app", "u", "new", "1000", "u:new", "", "token", "", "5", "k", "1", "0"}},
 		{"create: state cap negative", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"1000", "0", "app", "u", "new", "u:new", "", "token", "", "0", "0", "-1", "0"}},
+			[]any{"0", "app", "u", "new", "1000", "u:new", "", "token", "", "0", "0", "-1", "0"}},
 		{"hydrate: seqs not ending at the revision", lua.Hydrate, hydrateKeys,
 			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", "", "h"}},
 		{"hydrate: read guard arguments missing", lua.Hydrate, hydrateKeys,
@@ -366,7 +369,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"app_order: value size not an integer", lua.AppOrder, sessKeys(a.State, a.Order), []any{"0", "0", "1", "k", "1.5"}},
 		{"app_order: pairs beyond the arguments", lua.AppOrder, sessKeys(a.State, a.Order), []any{"0", "100", "3", "k", "1"}},
 		{"rewind: computed pairs beyond the arguments", lua.Rewind, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "0", "app", "u", "s", "r", "1", "4", "k", "1"}},
+			[]any{"0", "app", "u", "s", "inv", "e-x", "2000", `{"id":"r","timestamp":`, `,"actions":{"stateDelta":`, `}}`, "r", "1", "4", "k", "1"}},
 		{"flushed: TTL not an integer", lua.Flushed, flushedKeys,
 			[]any{inc, "1", "", "soon", "1000", "u:s", "1", "2", "", "0", "", "0", "", "s"}},
 		{"flushed: an argument too many", lua.Flushed, flushedKeys,
@@ -387,7 +390,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"lease_acquire: lease time not an integer", lua.LeaseAcquire, sessKeys(e.keys.ShardKeys(k.Shard).Lease),
 			[]any{"me", "15s"}},
 		{"delete: time not an integer", lua.Delete, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
-			[]any{"0", "soon", "app", "u", "s", "u:s"}},
+			[]any{"0", "app", "u", "s", "soon", "u:s"}},
 	}
 	for _, c := range cases {
 		before := e.dump()
@@ -396,10 +399,29 @@ func testBadScriptArguments(t *testing.T, url string) {
 		require.Contains(t, err.Error(), "adksession:", c.name)
 		require.Equal(t, before, e.dump(), "%s: the namespace changed", c.name)
 	}
-	// The well-formed call appends: the cases above failed for their one bad argument.
+	// Refusals after the event id's check write nothing either: the id is indexed (ZADD NX, append.lua's
+	// first write) only once every check passed.
+	for _, c := range []struct {
+		name string
+		args []any
+		code int64
+	}{
+		{"stale handle", with(goodAppend(), 4, "0"), -3},
+		{"session state cap", with(goodAppend(), 16, "1"), -12},
+	} {
+		before := e.dump()
+		r, err := e.rdb.Eval(ctx, lua.Append, appendKeys, c.args...).Slice()
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.code, r[0], c.name)
+		require.Equal(t, before, e.dump(), "%s: the namespace changed", c.name)
+	}
+	// The well-formed call appends: the cases above failed for their one bad argument. Its event sets no
+	// user: key, so it needs no user hash: it appends while Redis lacks it, and reads nothing of it.
+	require.NoError(t, e.rdb.Del(ctx, k.User).Err())
 	n, err := e.rdb.Eval(ctx, lua.Append, appendKeys, goodAppend()...).Slice()
 	require.NoError(t, err)
 	require.EqualValues(t, 0, n[0])
+	require.Zero(t, e.rdb.Exists(ctx, k.User).Val(), "the user hash is not written")
 }
 
 // testEventIDRetry: an append retried after its reply was lost (same id,

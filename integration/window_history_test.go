@@ -43,15 +43,17 @@ type windowLayer struct {
 
 // historyWindow is a window of a read: NumRecentEvents, and After, the
 // timestamp of the history's event at index after (-1: none; len: later
-// than every event).
+// than every event); or the compacted view (Compacted).
 type historyWindow struct {
-	name  string
-	num   int
-	after int
+	name      string
+	num       int
+	after     int
+	compacted bool
 }
 
 // TestWindowedReadsKeepTheHistory: appending and rewinding through a
-// handle read with a window (NumRecentEvents, After), through the library,
+// handle read with a window (NumRecentEvents, After) or the compacted view
+// (Compacted: the history holds a compaction), through the library,
 // the HTTP API and the adk-go adapter, with Redis holding the whole session,
 // only its newest events (MaxCachedEvents), or nothing of it (lost before
 // the read, or between the read and the append), and with a handle read
@@ -61,8 +63,9 @@ type historyWindow struct {
 func TestWindowedReadsKeepTheHistory(t *testing.T) {
 	t.Parallel()
 	windows := []historyWindow{
-		{"newest 1", 1, -1}, {"newest 3", 3, -1}, {"after the 4th", 0, 3},
-		{"newest 1 after the 2nd", 1, 1}, {"after every event", 0, 5},
+		{"newest 1", 1, -1, false}, {"newest 3", 3, -1, false}, {"after the 4th", 0, 3, false},
+		{"newest 1 after the 2nd", 1, 1, false}, {"after every event", 0, 6, false},
+		{"compacted", 0, -1, true},
 	}
 	losses := []string{"none", "before the read", "between the read and the append"}
 	for _, cfg := range []struct {
@@ -108,11 +111,17 @@ func checkWindowedHistory(t *testing.T, e *wbEnv, layer windowLayer, sid string,
 		{"inv1", map[string]any{"c": 1, "k1": 1, "user:u": 1}},
 		{"inv1", map[string]any{"c": 2, "k2": 2}},
 		{"inv2", map[string]any{"c": 3, "k3": 3, "app:a": 3}},
+		{"cinv", nil}, // ADK Python's compaction of inv1: the compacted view leaves its events out
 		{"inv3", map[string]any{"c": 4, "k4": 4}},
 		{"inv3", map[string]any{"c": 5, "k5": 5}},
 	} {
 		ev := &service.Event{InvocationID: d.inv, Author: "agent", Actions: service.EventActions{StateDelta: d.delta},
 			Content: json.RawMessage(fmt.Sprintf(`{"role":"model","parts":[{"text":"event %d"}]}`, i+1))}
+		if d.inv == "cinv" {
+			ev = &service.Event{InvocationID: d.inv, Author: "user", Actions: service.EventActions{Compaction: json.RawMessage(fmt.Sprintf(
+				`{"startTimestamp":%s,"endTimestamp":%s,"compactedContent":{"role":"model","parts":[{"text":"events 1 and 2"}]}}`,
+				epochSeconds(history[0].Timestamp), epochSeconds(history[1].Timestamp)))}}
+		}
 		require.NoError(t, e.svc.AppendEvent(ctx, sess, ev))
 		ids, history = append(ids, ev.ID), append(history, ev)
 	}
@@ -214,6 +223,7 @@ func windowLayers(t *testing.T, e *wbEnv) []windowLayer {
 	}
 
 	adk, mem := adkgo.New(e.svc), session.InMemoryService()
+	adkView := adkgo.NewWithConfig(e.svc, adkgo.Config{CompactedGets: true})
 	adkAppend := func(t *testing.T, h any, sid, inv string, delta map[string]any) string {
 		ev := &session.Event{InvocationID: inv, Author: "agent", Actions: session.EventActions{StateDelta: delta}}
 		require.NoError(t, adk.AppendEvent(ctx, h.(session.Session), ev))
@@ -222,7 +232,7 @@ func windowLayers(t *testing.T, e *wbEnv) []windowLayer {
 	return []windowLayer{{
 		name: "library",
 		read: func(t *testing.T, sid string, w historyWindow) any {
-			got, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, NumRecentEvents: w.num, After: after(w)})
+			got, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, NumRecentEvents: w.num, After: after(w), Compacted: w.compacted})
 			require.NoError(t, err)
 			return got.Session
 		},
@@ -243,6 +253,9 @@ func windowLayers(t *testing.T, e *wbEnv) []windowLayer {
 			if w.after >= 0 {
 				q.Set("afterTimestamp", fmt.Sprintf("%d.%06d", w.after/1e6, w.after%1e6))
 			}
+			if w.compacted {
+				q.Set("compacted", "true")
+			}
 			h, _ := send(t, http.MethodGet, path(sid)+"?"+q.Encode(), "")
 			return h.Get("ETag")
 		},
@@ -259,7 +272,11 @@ func windowLayers(t *testing.T, e *wbEnv) []windowLayer {
 	}, {
 		name: "adk-go",
 		read: func(t *testing.T, sid string, w historyWindow) any {
-			got, err := adk.Get(ctx, &session.GetRequest{AppName: app, UserID: user, SessionID: sid, NumRecentEvents: w.num, After: after(w)})
+			reader := adk
+			if w.compacted {
+				reader = adkView
+			}
+			got, err := reader.Get(ctx, &session.GetRequest{AppName: app, UserID: user, SessionID: sid, NumRecentEvents: w.num, After: after(w)})
 			require.NoError(t, err)
 			return got.Session
 		},

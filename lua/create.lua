@@ -11,17 +11,18 @@
 -- KEYS[7] -> change log       <ns>adk:{shard}:log
 -- KEYS[8] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[9] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- ARGV[1] -> create time in µs, in [0, 2^53) (also the incarnation of this id)
--- ARGV[2] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
---            on the channel when the log was empty; missing user state means evicted)
--- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[1..4] -> the change-logging scripts' common prefix (lib.lua): "" without a database, else the
+--            flusher's wake channel (write the change log; missing user state means evicted); app name, user
+--            id, session id (raw)
+-- ARGV[5] -> create time in µs, in [0, 2^53) (also the incarnation of this id)
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
 -- ARGV[7] -> app-state delta as a JSON object, or "" (applied by app_apply.lua; logged here for the flusher)
 -- ARGV[8] -> token of this create call (kept as m:cid): a run of the same call again finds its own session
 --            ("": no token, every run is a create of its own)
 -- ARGV[9] -> order number of the app-state delta (app_order.lua; logged with it), "" without one
 -- ARGV[10] -> number of session-state pairs S, then S pairs (key, JSON value)
--- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value)
+-- ARGV[11+2S] -> number of user-state pairs U, then U pairs (key without "user:", JSON value); logged too, as
+--            one JSON object (field w), for the flusher's rebase of a user Redis holds behind the database
 -- then the caps of the session's and the user's state totals in bytes (lib.lua; 0: none)
 -- Returns {0} created (or created by an earlier run of this call, whose reply was lost and the client sent it
 --         again), {-10} the id exists (in Redis, or in the database as the complete user index says), {-4} the
@@ -31,9 +32,8 @@
 local sess, events, temp, user, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local undo, ids = KEYS[8], KEYS[9]
 
-local ct = int(argv_int(1, 0, MAX_INT - 1))
-local wake = ARGV[2]
-local durable = wake ~= ''
+local ct = int(argv_int(5, 0, MAX_INT - 1))
+local durable = ARGV[1] ~= ''
 if ARGV[7] ~= '' then
   argv_int(9, 1, MAX_INT)
 end
@@ -64,7 +64,7 @@ if durable then
   if not redis.call('ZSCORE', uindex, '') then
     return {-4}
   end
-  if redis.call('ZSCORE', uindex, ARGV[5]) then
+  if redis.call('ZSCORE', uindex, ARGV[4]) then
     return {-10}
   end
 end
@@ -103,22 +103,17 @@ if u > 0 then
   redis.call('HINCRBY', user, 'm:rev', 1)
 end
 
-redis.call('ZADD', uindex, ct, ARGV[5])
+redis.call('ZADD', uindex, ct, ARGV[4])
 redis.call('ZADD', aindex, 0, ARGV[6])
 if durable then
   redis.call('PERSIST', user)
   redis.call('PERSIST', uindex)
   redis.call('HDEL', user, 'm:ttl')
-  local entry = {'k', 'c', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', ct}
+  local udelta = u > 0 and pairs_object(uvals, u, 2) or nil
   if ARGV[7] ~= '' then
-    entry[#entry + 1] = 'p'
-    entry[#entry + 1] = ARGV[7]
-    entry[#entry + 1] = 'o'
-    entry[#entry + 1] = ARGV[9]
-  end
-  redis.call('XADD', log, '*', unpack(entry))
-  if redis.call('XLEN', log) == 1 then
-    redis.call('PUBLISH', wake, 1)
+    log_change(log, 'c', ct, nil, nil, ARGV[7], ARGV[9], nil, udelta)
+  else
+    log_change(log, 'c', ct, nil, nil, nil, nil, nil, udelta)
   end
 end
 return {0}

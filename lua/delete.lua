@@ -8,31 +8,27 @@
 -- KEYS[6] -> change log       <ns>adk:{shard}:log
 -- KEYS[7] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[8] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- ARGV[1] -> "" without a database; with one, the flusher's wake channel: leave a tombstone, log the delete
---            for the flusher, and publish on the channel when the log was empty
--- ARGV[2] -> now in µs, in [0, 2^53) (the incarnation to delete when the session is not cached)
--- ARGV[3], ARGV[4], ARGV[5] -> app name, user id, session id (raw)
+-- ARGV[1..4] -> the change-logging scripts' common prefix (lib.lua): "" without a database, else the
+--            flusher's wake channel (leave a tombstone, log the delete); app name, user id, session id (raw)
+-- ARGV[5] -> now in µs, in [0, 2^53) (the incarnation to delete when the session is not cached)
 -- ARGV[6] -> member of the app index ("<user>:<sid>", escaped)
 -- Returns {1} when a cached session was deleted, {0} otherwise.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, temp, uindex, aindex, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local now = int(argv_int(2, 0, MAX_INT - 1))
+local now = int(argv_int(5, 0, MAX_INT - 1))
 local meta = redis.call('HMGET', sess, 'm:inc', 'm:del')
 if meta[2] == '1' then
   return {0}
 end
 local existed = meta[1] and 1 or 0
 redis.call('DEL', sess, events, temp, KEYS[7], KEYS[8])
-redis.call('ZREM', uindex, ARGV[5])
+redis.call('ZREM', uindex, ARGV[4])
 redis.call('ZREM', aindex, ARGV[6])
 if ARGV[1] ~= '' then
   -- The tombstone keeps a cold read from resurrecting the session from the
   -- database before the flusher has deleted it there; the flusher removes it.
   local inc = meta[1] or now
   redis.call('HSET', sess, 'm:del', 1, 'm:inc', inc)
-  redis.call('XADD', log, '*', 'k', 'd', 'a', ARGV[3], 'u', ARGV[4], 'i', ARGV[5], 'n', inc)
-  if redis.call('XLEN', log) == 1 then
-    redis.call('PUBLISH', ARGV[1], 1)
-  end
+  log_change(log, 'd', inc)
 end
 return {existed}

@@ -63,6 +63,16 @@ local function argv_pairs(i, prefix)
   return out, n, i + 1 + 2 * n
 end
 
+-- pairs_object returns the first n pairs of vals (as argv_pairs returns them: each key after a prefix of cut
+-- bytes, each value JSON) as one JSON object: a change-log entry's user delta.
+local function pairs_object(vals, n, cut)
+  local parts = {}
+  for j = 1, n do
+    parts[j] = cjson.encode(string.sub(vals[2 * j - 1], cut + 1)) .. ':' .. vals[2 * j]
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 -- chunked runs cmd key args... over list, CHUNK arguments per call (HSET, ZADD, HDEL, ZREM, ...).
 local function chunked(cmd, key, list)
   if #list == 0 then
@@ -148,8 +158,11 @@ end
 
 -- state_total returns a state hash's total: m:sz, or counted from its fields when it has none (a hash
 -- hydrate.lua put back, or one written before totals were kept; the next write that changes it stores it).
-local function state_total(hash)
-  local stored = redis.call('HGET', hash, 'm:sz')
+-- stored is m:sz as the caller read it (false: the hash has none), nil when the caller did not read it.
+local function state_total(hash, stored)
+  if stored == nil then
+    stored = redis.call('HGET', hash, 'm:sz')
+  end
   if stored then
     return stored + 0
   end
@@ -194,9 +207,99 @@ local function state_over(before, after, cap)
 end
 
 -- state_write returns a state hash's total once pairs are written over its values (of olds[j] bytes; nil:
--- read with value_lens), and whether that passes cap (state_over). sized as for state_grow.
-local function state_write(hash, pairs, cap, olds, sized)
-  local before = state_total(hash)
+-- read with value_lens), and whether that passes cap (state_over). sized as for state_grow, stored as for
+-- state_total.
+local function state_write(hash, pairs, cap, olds, sized, stored)
+  local before = state_total(hash, stored)
   local after = before + state_grow(pairs, olds or value_lens(hash, pairs), sized)
   return after, state_over(before, after, cap)
+end
+
+-- The scripts that log a change (create, append, delete, rewind) share their first arguments:
+--   ARGV[1] -> "" without a database; with one, the flusher's wake channel: write the change log (log_change)
+--   ARGV[2], ARGV[3], ARGV[4] -> app name, user id, session id (raw: the change log's fields, the user index member)
+
+-- log_change writes the change-log entry the flusher reads (cache/changelog.go) for the session of ARGV[2..4]:
+-- kind ('c' create, 'a' append, 'd' delete) at incarnation inc; for an event its seq and time (nil for a
+-- create or a delete); an app delta with its order number (nil: none) and, for an event, its id; the write's
+-- user: keys as one JSON object (udelta, nil: none; pairs_object), for the flusher's rebase of a user Redis
+-- holds behind the database. It wakes the flusher (PUBLISH on ARGV[1]) when the log was empty. Called only
+-- with a database (ARGV[1] ~= '').
+local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta)
+  if udelta then
+    local entry = {'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc}
+    if seq then
+      entry[11], entry[12], entry[13], entry[14] = 'q', seq, 't', ts
+    end
+    if delta then
+      entry[#entry + 1], entry[#entry + 2], entry[#entry + 3], entry[#entry + 4] = 'p', delta, 'o', order
+      if id then
+        entry[#entry + 1], entry[#entry + 2] = 'e', id
+      end
+    end
+    entry[#entry + 1], entry[#entry + 2] = 'w', udelta
+    redis.call('XADD', log, '*', unpack(entry))
+  elseif not seq then
+    if delta then
+      redis.call('XADD', log, '*', 'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc, 'p', delta, 'o', order)
+    else
+      redis.call('XADD', log, '*', 'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc)
+    end
+  elseif delta then
+    redis.call('XADD', log, '*', 'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc, 'q', seq, 't', ts,
+      'p', delta, 'o', order, 'e', id)
+  else
+    redis.call('XADD', log, '*', 'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc, 'q', seq, 't', ts)
+  end
+  if redis.call('XLEN', log) == 1 then
+    redis.call('PUBLISH', ARGV[1], 1)
+  end
+end
+
+-- store_event stores the next event of a session (append.lua, rewind.lua), once every check passed: the
+-- session hash's meta and the caller's fields in one HSET, the event in the events zset and its id in the
+-- event ids zset, the session in the user index; the temp hash goes when the event starts another invocation;
+-- with a database the session's keys lose their TTL (unexpire).
+--   sess, events, temp, uindex, ids, undo: the session's keys
+--   m: the session as read: {rev =, ut =, cnt = (numbers), tinv = m:tinv, ttl = m:ttl is 1, undo = m:undo is 1,
+--      covered = the undo hash still covers the session (false once it was evicted)}
+--   seqs: its seq (m.rev + 1) formatted; ts0: the event's time in µs (moved to the previous event's + 1 when not after it); inv: its invocation;
+--   pre, post: its JSON before and after the value of its "timestamp" (the stored time goes between them);
+--   id: its id, nil when the caller indexed it already; fields: more session hash fields (field, value, ...)
+-- Returns seq, ts, ts formatted, and the stored time (the JSON's "timestamp" value).
+local function store_event(sess, events, temp, uindex, ids, undo, m, seqs, ts0, inv, pre, post, id, fields)
+  local ts = ts0
+  if m.rev > 0 and ts <= m.ut then
+    ts = m.ut + 1
+  end
+  -- Each number formatted once; the stored time is the µs with a decimal point before the last six digits.
+  local tss = int(ts)
+  local stamp
+  if ts >= 1000000 then
+    stamp = string.sub(tss, 1, -7) .. '.' .. string.sub(tss, -6)
+  else
+    stamp = string.format('0.%06d', ts)
+  end
+  local set = {'m:rev', seqs, 'm:ut', tss, 'm:cnt', int(m.cnt + 1)}
+  if m.tinv ~= inv then
+    -- The first event of another invocation ends the previous one's temp state.
+    redis.call('DEL', temp)
+    set[7], set[8] = 'm:tinv', inv
+  end
+  if m.covered ~= m.undo then
+    redis.call('HDEL', sess, 'm:undo')
+  end
+  for j = 1, #fields do
+    set[#set + 1] = fields[j]
+  end
+  chunked('HSET', sess, set)
+  redis.call('ZADD', events, tss, seqs .. ':' .. pre .. stamp .. post)
+  if id then
+    redis.call('ZADD', ids, seqs, id)
+  end
+  redis.call('ZADD', uindex, tss, ARGV[4])
+  if m.ttl and ARGV[1] ~= '' then
+    unexpire(sess, events, ids, undo)
+  end
+  return m.rev + 1, ts, tss, stamp
 end

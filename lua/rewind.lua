@@ -10,15 +10,14 @@
 -- KEYS[5] -> change log       <ns>adk:{shard}:log
 -- KEYS[6] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid>
 -- KEYS[7] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
--- ARGV[1] -> invocation to rewind before
--- ARGV[2] -> invocation id of the rewind event ("e-<uuid>")
--- ARGV[3] -> event timestamp in µs, in [0, 2^53) (moved to previous + 1 when not after the previous event)
--- ARGV[4] -> the rewind event's JSON up to the value of its "timestamp" (ends with '"timestamp":')
--- ARGV[5] -> its JSON after that value, up to its state delta (ends with '"stateDelta":')
--- ARGV[6] -> the rest of its JSON after its artifact delta
--- ARGV[7] -> "" without a database; with one, the flusher's wake channel (write the change log, and publish
---            on the channel when the log was empty; drop TTLs)
--- ARGV[8], ARGV[9], ARGV[10] -> app name, user id, session id (raw, for the change log and the user index)
+-- ARGV[1..4] -> the change-logging scripts' common prefix (lib.lua): "" without a database, else the
+--            flusher's wake channel (write the change log, drop TTLs); app name, user id, session id (raw)
+-- ARGV[5] -> invocation to rewind before
+-- ARGV[6] -> invocation id of the rewind event ("e-<uuid>")
+-- ARGV[7] -> event timestamp in µs, in [0, 2^53) (moved to previous + 1 when not after the previous event)
+-- ARGV[8] -> the rewind event's JSON up to the value of its "timestamp" (ends with '"timestamp":')
+-- ARGV[9] -> its JSON after that value, up to its state delta (ends with '"stateDelta":')
+-- ARGV[10] -> the rest of its JSON after its artifact delta
 -- ARGV[11] -> the rewind event's id
 -- ARGV[12] -> "" to compute the deltas from the undo records; otherwise the revision (last seq) the deltas
 --             below were computed at (from the full history, when the undo records do not reach the point)
@@ -36,9 +35,8 @@
 local sess, events, temp, uindex, log, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
 -- Inputs, all checked before anything is read or written.
-local ts0 = argv_int(3, 0, MAX_INT - 1)
-local wake = ARGV[7]
-local durable = wake ~= ''
+local ts0 = argv_int(7, 0, MAX_INT - 1)
+local durable = ARGV[1] ~= ''
 local computed = ARGV[12] ~= ''
 local crev, cstate, cfiles
 if computed then
@@ -102,7 +100,7 @@ if not computed then
   if not covered then
     return {-7, redis.call('HGET', undo, 'c') or false}
   end
-  local u = redis.call('HMGET', undo, 'm:from', 'i:' .. ARGV[1])
+  local u = redis.call('HMGET', undo, 'm:from', 'i:' .. ARGV[5])
   if not u[1] then
     return {-7, false}
   end
@@ -188,14 +186,8 @@ else
   end
 end
 
--- Append the rewind event as append.lua appends any event.
-local ts = ts0
-if rev > 0 and ts <= ut then
-  ts = ut + 1
-end
-local seq = rev + 1
-local inv = ARGV[2]
-
+-- The rewind event, stored as append.lua stores any event (store_event); its JSON around the stored time.
+local inv = ARGV[6]
 local sd, ad = {}, {}
 for j = 1, #skeys do
   sd[j] = cjson.encode(skeys[j]) .. ':' .. svals[j]
@@ -203,13 +195,15 @@ end
 for j = 1, #files do
   ad[j] = cjson.encode(files[j]) .. ':' .. int(fvers[j])
 end
-local stamp = string.format('%d.%06d', math.floor(ts / 1000000), ts % 1000000)
-local json = ARGV[4] .. stamp .. ARGV[5] .. '{' .. table.concat(sd, ',') .. '},"artifactDelta":{' ..
-  table.concat(ad, ',') .. '}' .. ARGV[6]
+local post = ARGV[9] .. '{' .. table.concat(sd, ',') .. '},"artifactDelta":{' .. table.concat(ad, ',') .. '}' ..
+  ARGV[10]
+-- The undo record's bound: the event's size but for its time.
+local eventsize = #ARGV[8] + #post
+local seqs = int(rev + 1)
 
 if covered then
   local parts = {}
-  if meta[4] ~= inv and redis.call('HSETNX', undo, 'i:' .. inv, seq) == 1 then
+  if meta[4] ~= inv and redis.call('HSETNX', undo, 'i:' .. inv, seqs) == 1 then
     undo_put(parts, 'i', inv)
   end
   if #skeys > 0 then
@@ -222,7 +216,7 @@ if covered then
     for j = 1, #skeys do
       size = size + (prev[j] and #prev[j] or 0)
     end
-    if size > math.max(#json, 4096) then
+    if size > math.max(eventsize, 4096) then
       undo_put(parts, 'x', '')
     else
       for j = 1, #skeys do
@@ -245,19 +239,10 @@ if covered then
     chunked('HSET', undo, set)
   end
   if #parts > 0 then
-    redis.call('HSET', undo, int(seq), table.concat(parts))
+    redis.call('HSET', undo, seqs, table.concat(parts))
   end
 end
 
-local fields = {'m:rev', int(seq), 'm:ut', int(ts), 'm:cnt', int(cnt + 1)}
-if meta[4] ~= inv then
-  redis.call('DEL', temp)
-  fields[#fields + 1] = 'm:tinv'
-  fields[#fields + 1] = inv
-end
-if covered ~= (meta[8] == '1') then
-  redis.call('HDEL', sess, 'm:undo')
-end
 local set = {}
 for j = 1, #skeys do
   set[2 * j - 1], set[2 * j] = 's:' .. skeys[j], svals[j]
@@ -266,26 +251,15 @@ end
 -- back values the state held (within the cap then), and null for the keys set since.
 local sz = #skeys > 0 and redis.call('HGET', sess, 'm:sz')
 if sz then
-  fields[#fields + 1], fields[#fields + 2] = 'm:sz', int(sz + state_grow(set, value_lens(sess, set)))
+  local n = #set
+  set[n + 1], set[n + 2] = 'm:sz', int(sz + state_grow(set, value_lens(sess, set)))
 end
-for j = 1, #set do
-  fields[#fields + 1] = set[j]
-end
-chunked('HSET', sess, fields)
-
-redis.call('ZADD', events, int(ts), int(seq) .. ':' .. json)
-redis.call('ZADD', ids, int(seq), ARGV[11])
-redis.call('ZADD', uindex, int(ts), ARGV[10])
+local seq, ts, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
+  {rev = rev, ut = ut, cnt = cnt, tinv = meta[4], ttl = expiring, undo = meta[8] == '1', covered = covered},
+  seqs, ts0, inv, ARGV[8], post, ARGV[11], set)
 
 if durable then
-  if expiring then
-    unexpire(sess, events, ids, undo)
-  end
   redis.call('PERSIST', uindex)
-  redis.call('XADD', log, '*', 'k', 'a', 'a', ARGV[8], 'u', ARGV[9], 'i', ARGV[10], 'n', meta[6], 'q', int(seq),
-    't', int(ts))
-  if redis.call('XLEN', log) == 1 then
-    redis.call('PUBLISH', wake, 1)
-  end
+  log_change(log, 'a', meta[6], seqs, tss)
 end
-return {0, seq, ts, json}
+return {0, seq, ts, ARGV[8] .. stamp .. post}

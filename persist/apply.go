@@ -66,6 +66,11 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 			return nil, err
 		}
 	}
+	// The sessions of user writes no event carries: a rebase tells by
+	// their bookkeeping whether the database holds their change already.
+	for _, w := range b.UserWrites {
+		apps, users, ids = append(apps, w.Key.AppName), append(users, w.Key.UserID), append(ids, w.Key.SessionID)
+	}
 	sessions, facts, err := s.readTracked(ctx, tx, apps, users, ids)
 	if err != nil {
 		return nil, err

@@ -114,8 +114,27 @@ type Batch struct {
 	// no session row is written, but the create made its app's and user's
 	// state rows, as ADK's does, and the batch creates them ({} when missing).
 	Voided []VoidedCreate
+	// UserWrites are the user: writes of the batch's changes that no event
+	// of the batch carries: a create's initial user: keys, and the events
+	// of a session deleted (or created again) before the batch read it.
+	// Apply reads them only to rebase a user's state (docs/design.md,
+	// "Redis behind the database"): Redis's snapshot of the hash holds
+	// them otherwise.
+	UserWrites []UserWrite
 	// Outcome is set by Apply and ApplyEach: what they found while writing.
 	Outcome Outcome
+}
+
+// UserWrite is the user: part of one change's delta (UserWrites).
+type UserWrite struct {
+	Key         SessionKey
+	Incarnation int64
+	// Seq is the event's seq; 0 for a create.
+	Seq int64
+	// LogPos is the change's position in the batch (EventRow.LogPos).
+	LogPos int
+	// Delta holds the keys without "user:", as JSON values.
+	Delta map[string]json.RawMessage
 }
 
 // VoidedCreate is a create whose session a later delete removed before it

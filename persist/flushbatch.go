@@ -176,6 +176,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 				sb.addMark(g.key, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
 				deleted = append(deleted, g)
 				live = g.changes[i+1:]
+				sb.addUserWrites(g.changes[:i], true)
 				break
 			}
 		}
@@ -206,6 +207,11 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 	}
 	for i, r := range reads {
 		sb.addSession(refs[i], upserts[i], r)
+		if r.Err == nil {
+			// A create's user: keys are in no event; the events of a
+			// session gone since the log was read are in none of the batch.
+			sb.addUserWrites(upserts[i].changes, r.Snap == nil)
+		}
 	}
 	// The user state that deleted sessions changed stays (as app state
 	// does): write it even when no live session of the user is in the batch.
@@ -236,6 +242,26 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		}
 	}
 	return sb, nil
+}
+
+// addUserWrites adds to the batch the user: writes of changes that no
+// event of the batch carries (Batch.UserWrites): those of creates, and with
+// events those of appends too.
+func (sb *shardBatch) addUserWrites(changes []cache.Change, events bool) {
+	for _, c := range changes {
+		if c.UserDelta == nil || (c.Kind != 'c' && !(events && c.Kind == 'a')) {
+			continue
+		}
+		w := UserWrite{Key: SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}, Incarnation: c.Incarnation,
+			LogPos: sb.logPos[c.ID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
+		if c.Kind == 'a' {
+			w.Seq = c.Seq
+		}
+		for _, p := range c.UserDelta {
+			w.Delta[p.Key] = json.RawMessage(p.Value)
+		}
+		sb.batch.UserWrites = append(sb.batch.UserWrites, w)
+	}
 }
 
 func (sb *shardBatch) addMark(k SessionKey, m cache.Flushed) {

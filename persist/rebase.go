@@ -230,8 +230,9 @@ func rebaseSession(u *SessionUpsert, t tracked, db *dbSession) SessionUpsert {
 }
 
 // rebaseUser makes the batch's state of user k the database's with the
-// user: deltas of the batch's new events applied in log order, at a rev
-// above the database's. rebased are the batch's rebased sessions.
+// user: deltas of the batch's new changes applied in log order (its new
+// events', and the UserWrites the database lacks), at a rev above the
+// database's. rebased are the batch's rebased sessions.
 func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []SessionKey, k stateKey,
 	sessions map[SessionKey]tracked, states map[stateKey]int64) error {
 	var state stateColumn
@@ -242,7 +243,7 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []Ses
 	if state == nil {
 		state = stateColumn{}
 	}
-	var news []EventRow
+	var news []UserWrite
 	for _, u := range b.Sessions {
 		if u.Key.AppName != k.app || u.Key.UserID != k.user {
 			continue
@@ -253,17 +254,32 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []Ses
 			// A rebased session's events are all new; another's are new
 			// above the database's rev (or all, for a new incarnation).
 			if rebased || !tracked || t.incarnation != u.Incarnation || e.Seq > t.rev {
-				news = append(news, e)
+				w := UserWrite{LogPos: e.LogPos, Delta: map[string]json.RawMessage{}}
+				for key, v := range eventDelta(e.Data) {
+					if scopeOf(key) == scopeUser {
+						w.Delta[strings.TrimPrefix(key, "user:")] = v
+					}
+				}
+				news = append(news, w)
 			}
 		}
 	}
-	slices.SortStableFunc(news, func(a, b EventRow) int { return cmp.Compare(a.LogPos, b.LogPos) })
-	for _, e := range news {
-		for key, v := range eventDelta(e.Data) {
-			if scopeOf(key) == scopeUser {
-				state[strings.TrimPrefix(key, "user:")] = v
-			}
+	// The writes no event of the batch carries (a create's initial user:
+	// keys, the events of a session deleted since), unless the database
+	// holds their change: its session at a later incarnation, deleted, or
+	// created (and, for an event, at or past its seq).
+	for _, w := range b.UserWrites {
+		if w.Key.AppName != k.app || w.Key.UserID != k.user {
+			continue
 		}
+		t, tracked := sessions[w.Key]
+		if !tracked || t.incarnation < w.Incarnation || (t.incarnation == w.Incarnation && !t.deleted && w.Seq > t.rev) {
+			news = append(news, w)
+		}
+	}
+	slices.SortStableFunc(news, func(a, b UserWrite) int { return cmp.Compare(a.LogPos, b.LogPos) })
+	for _, w := range news {
+		maps.Copy(state, w.Delta)
 	}
 	i := slices.IndexFunc(b.UserStates, func(st StateUpsert) bool { return st.AppName == k.app && st.UserID == k.user })
 	if i < 0 {

@@ -95,3 +95,53 @@ func TestApplyLateEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyRebasedUserWrites: a user whose Redis hash is an older copy (its
+// flush count at or below the database's) is rebased with the user: writes
+// no event of the batch carries (Batch.UserWrites: a create's initial keys,
+// the events of a session deleted before the batch read it), in log order,
+// but for those whose change the database holds already.
+func TestApplyRebasedUserWrites(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := migrated(t, b)
+		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 2)},
+			UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: 5, State: map[string]json.RawMessage{"u": json.RawMessage(`"db"`), "keep": json.RawMessage(`1`)},
+				UpdateTime: eventTime(inc1, 2), Flush: 3}}})
+
+		// Each write sets u (the last in log order wins) and a key of its own.
+		write := func(sid string, inc, seq int64, pos int) UserWrite {
+			name := fmt.Sprintf("%s-%d", sid, seq)
+			return UserWrite{Key: skey(sid), Incarnation: inc, Seq: seq, LogPos: pos,
+				Delta: map[string]json.RawMessage{"u": json.RawMessage(`"` + name + `"`), name: json.RawMessage(`1`)}}
+		}
+		older := []StateUpsert{{AppName: "app", UserID: "u1", Rev: 2, State: map[string]json.RawMessage{"u": json.RawMessage(`"older copy"`)},
+			UpdateTime: eventTime(inc1, 3), Flush: 2}}
+		inc2 := inc1 + 1000
+		batch := &Batch{
+			Deletes:    []SessionDelete{{Key: skey("s3"), Incarnation: inc2}},
+			UserStates: older,
+			UserWrites: []UserWrite{
+				write("s1", inc1, 0, 0), // held: its session is, at this incarnation
+				write("s1", inc1, 2, 1), // held: its seq is
+				write("s2", inc2, 0, 2),
+				write("s3", inc2, 1, 4), // after s1's e3 in the log
+				write("s1", inc1, 3, 3),
+			},
+		}
+		apply(t, s, batch)
+		same(t, "outcome", batch.Outcome, Outcome{RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}}})
+		want := map[string]any{"u": "s3-1", "keep": float64(1), "s2-0": float64(1), "s3-1": float64(1), "s1-3": float64(1)}
+		got, _, err := s.LoadUserState(ctx, "app", "u1")
+		must(t, err)
+		same(t, "user state: the database's, then the writes it lacked, in log order", jsonValue(t, got), want)
+
+		// The delete is held now: a replay of its session's write changes nothing.
+		replay := write("s3", inc2, 1, 0)
+		replay.Delta["keep"] = json.RawMessage(`"replayed"`)
+		apply(t, s, &Batch{UserStates: older, UserWrites: []UserWrite{replay}})
+		got, _, err = s.LoadUserState(ctx, "app", "u1")
+		must(t, err)
+		same(t, "after a replay", jsonValue(t, got), want)
+	})
+}

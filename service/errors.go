@@ -45,6 +45,10 @@ var (
 	// evict unflushed writes (allkeys-*) with a database behind it; see
 	// Config.AllowAllKeysEviction.
 	ErrEvictionPolicy = errors.New("adksession: redis eviction policy may lose unflushed writes")
+	// ErrLayoutVersion: Open refused a Redis namespace that holds another
+	// version of the key layout than this version of adksession writes
+	// (cache.LayoutVersion); see docs/operations.md, "Upgrading".
+	ErrLayoutVersion = errors.New("adksession: redis holds another key layout version")
 )
 
 // sessionError is kind about one session (see cache.SessionError).

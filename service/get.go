@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/adksession/adksession/cache"
 )
 
-// GetRequest asks for a session and a window of its events.
+// GetRequest asks for a session and a window of its events, or its
+// compacted view.
 type GetRequest struct {
 	AppName, UserID, SessionID string
 	// NumRecentEvents > 0 keeps the newest n events (of those After lets
@@ -22,13 +24,21 @@ type GetRequest struct {
 	After time.Time
 	// InvocationID includes the temp: state of that running invocation.
 	InvocationID string
+	// Compacted returns the compacted view of the events, CompactedView of
+	// the whole history: what ADK's context building needs to give the model
+	// the same input as the whole history (docs/design.md, "The compacted
+	// view"). With NumRecentEvents or After it is ErrInvalidArgument. It
+	// reads the whole history and selects in Go: O(n) for n events.
+	Compacted bool
 }
 
 // GetResponse holds the session.
 type GetResponse struct{ Session *Session }
 
-// Get returns a session with a window of its events and its full current
-// state. An unknown session, or one of another user or app, is ErrNotFound.
+// Get returns a session with a window of its events (or their compacted
+// view) and its full current state. An unknown session, or one of another
+// user or app, is ErrNotFound. The handle appends on top of the stored
+// history whatever the window: the events it shows are never taken for it.
 func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error) {
 	if req == nil {
 		return nil, nilArgument("get request")
@@ -45,6 +55,9 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCompacted(req); err != nil {
+		return nil, err
+	}
 	after := int64(-1)
 	if !req.After.IsZero() {
 		after = windowBound(req.After)
@@ -59,6 +72,11 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	case err != nil:
 		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 	}
+	if req.Compacted {
+		if snap.Events, err = compactedRecords(snap.Events); err != nil {
+			return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
+		}
+	}
 	sess, err := sessionFromSnapshot(req.AppName, req.UserID, req.SessionID, snap)
 	if err != nil {
 		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
@@ -67,6 +85,42 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 		sess.tempInv = req.InvocationID
 	}
 	return &GetResponse{Session: sess}, nil
+}
+
+// checkCompacted refuses Compacted with a window: the view is of the whole
+// history, and a view of a window is no view of it.
+func checkCompacted(req *GetRequest) error {
+	if !req.Compacted {
+		return nil
+	}
+	var with []string
+	if req.NumRecentEvents != 0 {
+		with = append(with, fmt.Sprintf("NumRecentEvents (%d)", req.NumRecentEvents))
+	}
+	if !req.After.IsZero() {
+		with = append(with, fmt.Sprintf("After (%s)", req.After.UTC().Format(time.RFC3339Nano)))
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: Compacted: the compacted view is of the whole history, not with %s", ErrInvalidArgument, strings.Join(with, " and "))
+}
+
+// compactedRecords is the records of CompactedView of the history recs
+// holds. The kept records are decoded again by the caller, on their own:
+// decoded events share one buffer (decodeEvents), and a handle showing k
+// events must not hold the n of the history.
+func compactedRecords(recs []cache.EventRecord) ([]cache.EventRecord, error) {
+	events, err := decodeEvents(recs)
+	if err != nil {
+		return nil, err
+	}
+	keep := compactedViewIndexes(events)
+	out := make([]cache.EventRecord, len(keep))
+	for i, j := range keep {
+		out[i] = recs[j]
+	}
+	return out, nil
 }
 
 // sessionFromSnapshot builds a handle from what the cache returned.

@@ -131,23 +131,33 @@ func (s *Service) checkNamespaces(ctx context.Context, cfg Config) {
 	}
 }
 
-// checkLayout records the shard count of the deployment on first use and
-// refuses a different one later: it is part of every key. Once recorded it
-// only reads, so Open works when Redis is full (a flusher must start then).
+// checkLayout records the shard count and the key layout version of the
+// deployment on first use and refuses different ones later: the shard count
+// is part of every key, and code of another layout version would misread
+// the keys (ErrLayoutVersion). A namespace written before the version was
+// recorded holds version 1. Once both are recorded it only reads, so Open
+// works when Redis is full (a flusher must start then).
 func (s *Service) checkLayout(ctx context.Context, keys cache.Keys) error {
 	meta := keys.Meta()
-	got, err := s.rdb.HGet(ctx, meta, "shards").Result()
-	if errors.Is(err, redis.Nil) {
-		if err := s.rdb.HSetNX(ctx, meta, "shards", keys.Shards()).Err(); err != nil {
-			return fmt.Errorf("connect to redis: %w", err)
+	got, err := s.rdb.HMGet(ctx, meta, "shards", "layout").Result()
+	if err == nil && (got[0] == nil || got[1] == nil) {
+		pipe := s.rdb.TxPipeline()
+		pipe.HSetNX(ctx, meta, "shards", keys.Shards())
+		pipe.HSetNX(ctx, meta, "layout", cache.LayoutVersion)
+		read := pipe.HMGet(ctx, meta, "shards", "layout")
+		if _, err = pipe.Exec(ctx); err == nil {
+			got = read.Val()
 		}
-		got, err = s.rdb.HGet(ctx, meta, "shards").Result()
 	}
 	if err != nil {
 		return fmt.Errorf("connect to redis: %w", err)
 	}
-	if got != strconv.Itoa(keys.Shards()) {
-		return fmt.Errorf("%w: Config.Shards: %d, but this Redis namespace was written with %s shards", ErrInvalidArgument, keys.Shards(), got)
+	if v, _ := got[1].(string); v != strconv.Itoa(cache.LayoutVersion) {
+		return fmt.Errorf("%w: this Redis namespace (%q) holds key layout version %s, this version of adksession reads and writes version %d: "+
+			"drain it with the version that wrote it, then start this one (docs/operations.md, \"Upgrading\")", ErrLayoutVersion, meta, v, cache.LayoutVersion)
+	}
+	if v, _ := got[0].(string); v != strconv.Itoa(keys.Shards()) {
+		return fmt.Errorf("%w: Config.Shards: %d, but this Redis namespace was written with %s shards", ErrInvalidArgument, keys.Shards(), v)
 	}
 	return nil
 }

@@ -68,7 +68,8 @@ func (s *Session) LastUpdateTime() time.Time {
 // State is the session's merged state.
 func (s *Session) State() State { return State{s} }
 
-// Events are the session's events in append order (the window that was asked for).
+// Events are the session's events in append order (the window, or the
+// compacted view, that was asked for, and the events appended since).
 func (s *Session) Events() Events { return Events{s} }
 
 // State reads a session's merged state: keys with their scope prefix.

@@ -33,12 +33,31 @@ const listPageSize = 500
 // service.ErrAlreadyExists, service.ErrStaleSession, ...), so errors.Is
 // works on them.
 func New(svc *service.Service) session.Service {
-	return &sessionService{svc: svc, pageSize: listPageSize}
+	return NewWithConfig(svc, Config{})
+}
+
+// Config adjusts the adapter; the zero Config is New's.
+type Config struct {
+	// CompactedGets makes a Get with neither NumRecentEvents nor After (the
+	// runner's) return the compacted view of the session's events,
+	// service.GetRequest.Compacted, rather than the whole history. A Get
+	// with either is the window it asks for, as without it. The state is the
+	// full state and appends through the handle go on top of the whole
+	// stored history, as with any read. Give such an adapter only to runners
+	// that do not compact, and read the view only of sessions adk-go can
+	// read it of (docs/adkgo.md, "The compacted view").
+	CompactedGets bool
+}
+
+// NewWithConfig is New with cfg.
+func NewWithConfig(svc *service.Service, cfg Config) session.Service {
+	return &sessionService{svc: svc, pageSize: listPageSize, compacted: cfg.CompactedGets}
 }
 
 type sessionService struct {
-	svc      *service.Service
-	pageSize int
+	svc       *service.Service
+	pageSize  int
+	compacted bool // Config.CompactedGets
 }
 
 var _ session.Service = (*sessionService)(nil)
@@ -63,7 +82,8 @@ func (s *sessionService) Create(ctx context.Context, req *session.CreateRequest)
 }
 
 // Get returns a session with the events NumRecentEvents and After select
-// (After inclusive; zero values do not filter) and its full state.
+// (After inclusive; zero values do not filter), or with Config.CompactedGets
+// and neither, the compacted view of its events; and its full state.
 func (s *sessionService) Get(ctx context.Context, req *session.GetRequest) (*session.GetResponse, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: get request: nil", service.ErrInvalidArgument)
@@ -71,6 +91,7 @@ func (s *sessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 	resp, err := s.svc.Get(ctx, &service.GetRequest{
 		AppName: req.AppName, UserID: req.UserID, SessionID: req.SessionID,
 		NumRecentEvents: req.NumRecentEvents, After: req.After,
+		Compacted: s.compacted && req.NumRecentEvents == 0 && req.After.IsZero(),
 	})
 	if err != nil {
 		return nil, err

@@ -43,6 +43,33 @@ func Example() {
 	}
 }
 
+// A runner that does not compact, reading the compacted view of its
+// sessions; whatever compacts them, and adk-go's REST server, keep an
+// adapter from New, which reads the whole history.
+func ExampleNewWithConfig() {
+	ctx := context.Background()
+	svc, err := service.Open(ctx, service.Config{RedisURL: "redis://127.0.0.1:6379/0"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer svc.Close(ctx)
+
+	r, err := runner.New(runner.Config{
+		AppName:        "my-app",
+		Agent:          echoAgent(),
+		SessionService: adkgo.NewWithConfig(svc, adkgo.Config{CompactedGets: true}),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg := genai.NewContentFromText("hello again", genai.RoleUser)
+	for _, err := range r.Run(ctx, "user-1", "session-1", msg, agent.RunConfig{}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
 // echoAgent answers with the user's text.
 func echoAgent() agent.Agent {
 	a, err := agent.New(agent.Config{

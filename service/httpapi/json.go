@@ -91,6 +91,19 @@ func queryInt(r *http.Request, name string) (int, error) {
 	return n, nil
 }
 
+// queryBool reads a boolean query parameter, true or false (also 1 or 0;
+// false when absent).
+func queryBool(r *http.Request, name string) (bool, error) {
+	switch v := r.URL.Query().Get(name); v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	default:
+		return false, badRequest(fmt.Sprintf("%s: %q is not true or false", name, v))
+	}
+}
+
 // decodeBody decodes a JSON body into v; an empty body leaves v as it is.
 // A body that is not UTF-8 (RFC 8259) is refused: decoding would replace
 // its invalid bytes in strings with U+FFFD.

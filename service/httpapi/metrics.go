@@ -17,7 +17,7 @@ type metrics struct {
 	errors        *prometheus.CounterVec   // route, kind
 	appends       prometheus.Counter
 	appendLatency prometheus.Histogram
-	getLatency    *prometheus.HistogramVec // window: full | windowed
+	getLatency    *prometheus.HistogramVec // window: full | windowed | compacted
 	appendRate    *rateCounter
 	// appendWindow and appendCount feed the dashboard's history:
 	// appendLatency and appends record into them too.
@@ -48,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "adksession_append_duration_seconds", Help: "Latency of one AppendEvent (one Redis script).", Buckets: latencyBuckets,
 		}), window},
 		getLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "adksession_get_duration_seconds", Help: "Latency of Get, by window (full or windowed).", Buckets: latencyBuckets,
+			Name: "adksession_get_duration_seconds", Help: "Latency of Get, by window (full, windowed or compacted).", Buckets: latencyBuckets,
 		}, []string{"window"}),
 		appendRate: newRateCounter(10),
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,7 +83,7 @@ func (h *Handler) undoCreate(r *http.Request, s *service.Session, err error) err
 	return err
 }
 
-// get: GET .../sessions/{id}?numRecentEvents=&afterTimestamp=&invocationId=
+// get: GET .../sessions/{id}?numRecentEvents=&afterTimestamp=&compacted=&invocationId=
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	req := &service.GetRequest{
 		AppName: r.PathValue("app"), UserID: r.PathValue("user"), SessionID: r.PathValue("id"),
@@ -97,10 +98,19 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if req.Compacted, err = queryBool(r, "compacted"); err != nil {
+		return err
+	}
+	if err := checkCompacted(req); err != nil {
+		return err
+	}
 	start := time.Now()
 	resp, err := h.svc.Get(r.Context(), req)
 	window := "full"
-	if req.NumRecentEvents > 0 || !req.After.IsZero() {
+	switch {
+	case req.Compacted:
+		window = "compacted"
+	case req.NumRecentEvents > 0 || !req.After.IsZero():
 		window = "windowed"
 	}
 	h.metrics.getLatency.WithLabelValues(window).Observe(time.Since(start).Seconds())
@@ -110,6 +120,25 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	h.recent.touch(resp.Session.AppName(), resp.Session.UserID(), resp.Session.ID(), resp.Session.LastUpdateTime())
 	writeSession(w, http.StatusOK, resp.Session)
 	return nil
+}
+
+// checkCompacted refuses compacted=true with a window, naming the query
+// parameters (service.Get would name its own fields).
+func checkCompacted(req *service.GetRequest) error {
+	if !req.Compacted {
+		return nil
+	}
+	var with []string
+	if req.NumRecentEvents != 0 {
+		with = append(with, "numRecentEvents")
+	}
+	if !req.After.IsZero() {
+		with = append(with, "afterTimestamp")
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	return badRequest("compacted: the compacted view is of the whole history, not with " + strings.Join(with, " and "))
 }
 
 // list: GET .../sessions?pageSize=&pageToken= answers a JSON array of

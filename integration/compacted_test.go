@@ -1,0 +1,127 @@
+package integration
+
+// The compacted view through Get (docs/design.md, "The compacted view"):
+// Get{Compacted: true} returns CompactedView of the whole history, warm and
+// cold, and refuses a window.
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/service"
+)
+
+// TestGetCompacted: Get{Compacted: true} of a history with ADK Python's
+// compaction events and of one with ADK JS's top-level form returns exactly
+// CompactedView of the whole Get's events (fewer than the history), and the
+// full state, with Redis holding the whole session, only its newest two
+// events (MaxCachedEvents) or none of it (the loader reads Postgres).
+// Compacted with NumRecentEvents, After or both is ErrInvalidArgument naming
+// them, and the refused Get of a lost session does not load it.
+func TestGetCompacted(t *testing.T) {
+	t.Parallel()
+	const app, user = "app", "u"
+	for _, maxCached := range []int{0, 2} {
+		t.Run(fmt.Sprintf("MaxCachedEvents %d", maxCached), func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.MaxCachedEvents = maxCached })
+			ctx := wbCtx(t)
+			for _, h := range testenv.CompactionHistories() {
+				t.Run(h.Name, func(t *testing.T) {
+					sid := "s-" + h.Name
+					created, err := e.svc.Create(ctx, &service.CreateRequest{AppName: app, UserID: user, SessionID: sid, State: map[string]any{"k": 1}})
+					require.NoError(t, err)
+					appendHistory(t, e.svc, created.Session, h.Events)
+					e.flush(e.svc)
+					get := func(req service.GetRequest) (*service.Session, error) {
+						req.AppName, req.UserID, req.SessionID = app, user, sid
+						resp, err := e.svc.Get(ctx, &req)
+						if err != nil {
+							return nil, err
+						}
+						return resp.Session, nil
+					}
+					whole, err := get(service.GetRequest{})
+					require.NoError(t, err)
+					history := eventsOf(whole)
+					want := eventsJSON(t, service.CompactedView(history))
+					require.Less(t, len(want), len(history), "the history's view drops events")
+					check := func(why string) {
+						t.Helper()
+						got, err := get(service.GetRequest{Compacted: true})
+						require.NoError(t, err, why)
+						require.Equal(t, want, eventsJSON(t, eventsOf(got)), "%s: the view of the whole history", why)
+						require.Equal(t, stateMap(whole), stateMap(got), "%s: the full state", why)
+					}
+					check("warm")
+
+					k := e.sessionKeys(app, user, sid)
+					require.NoError(t, e.rdb.Del(ctx, k.Session, k.Events, k.Undo, k.Temp).Err())
+					after := history[1].Timestamp
+					for _, bad := range []struct {
+						req   service.GetRequest
+						names []string
+					}{
+						{service.GetRequest{Compacted: true, NumRecentEvents: 3}, []string{"NumRecentEvents"}},
+						{service.GetRequest{Compacted: true, After: after}, []string{"After"}},
+						{service.GetRequest{Compacted: true, NumRecentEvents: 3, After: after}, []string{"NumRecentEvents", "After"}},
+						{service.GetRequest{Compacted: true, NumRecentEvents: -1}, []string{"NumRecentEvents"}},
+					} {
+						_, err := get(bad.req)
+						require.ErrorIs(t, err, service.ErrInvalidArgument, "%+v", bad.req)
+						for _, name := range bad.names {
+							require.Contains(t, err.Error(), name)
+						}
+					}
+					n, err := e.rdb.Exists(ctx, k.Session, k.Events).Result()
+					require.NoError(t, err)
+					require.Zero(t, n, "a refused Get loads nothing into Redis")
+					check("cold")
+					check("warm again")
+				})
+			}
+		})
+	}
+}
+
+// epochSeconds is t as ADK's float epoch seconds, to the microsecond.
+func epochSeconds(t time.Time) string {
+	us := t.UnixMicro()
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+}
+
+// appendHistory appends the events of a JSON array in ADK's API form to
+// sess and returns them as appended.
+func appendHistory(t testing.TB, svc *service.Service, sess *service.Session, raw []byte) []*service.Event {
+	t.Helper()
+	var events []*service.Event
+	require.NoError(t, json.Unmarshal(raw, &events))
+	for _, ev := range events {
+		require.NoError(t, svc.AppendEvent(wbCtx(t), sess, ev), "event %s", ev.ID)
+	}
+	return events
+}
+
+// eventsJSON is each event's API form with its object members in key
+// order: what a view must return, compared whole (a cold read's events come
+// back from jsonb, which orders members its own way).
+func eventsJSON(t testing.TB, events []*service.Event) []string {
+	t.Helper()
+	out := make([]string, len(events))
+	for i, ev := range events {
+		b, err := json.Marshal(ev)
+		require.NoError(t, err)
+		var v any
+		require.NoError(t, json.Unmarshal(b, &v))
+		if b, err = json.Marshal(v); err != nil {
+			require.NoError(t, err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}
