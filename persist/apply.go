@@ -87,8 +87,10 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 		return nil, err
 	}
 	p := planBatch(out, sessions, states)
-	b.Outcome.Updated = make(map[SessionKey]time.Time, len(p.sessions))
 	for _, u := range p.sessions {
+		if b.Outcome.Updated == nil {
+			b.Outcome.Updated = map[SessionKey]time.Time{}
+		}
 		b.Outcome.Updated[u.Key] = u.UpdateTime
 	}
 	return p, nil
