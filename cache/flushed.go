@@ -81,7 +81,7 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 				rebased += "u"
 			}
 			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
-				s.keys.ShardKeys(k.Shard).Guards},
+				s.keys.ShardKeys(k.Shard).Guards, k.Temp},
 				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID),
 				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased, d.Hold, d.EventID, d.UserFlush, updateTimeArg(d.UpdateTime), d.SID)
 		}

@@ -33,7 +33,7 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 		args = append(args, e.Seq, e.Ts, e.ID, e.JSON)
 	}
 	args = append(args, h.Guard.field, h.Guard.value, h.SID)
-	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key, k.UserIndex}, args...).Int64()
+	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key, k.Temp, k.UserIndex}, args...).Int64()
 	return guardedResult(n, err, "hydrate session "+h.SID)
 }
 

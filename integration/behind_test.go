@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,6 +299,82 @@ func TestADKAppendedAfterUs(t *testing.T) {
 	}
 }
 
+// TestTempAcrossReplacedCopy: the temp: state of the running invocation
+// outlives Redis replacing its copy of the session with the database's
+// (SPEC 3: it is trimmed only when the invocation ends or by TempTTL). The
+// flusher lets go of a rebased session's keys (ADK appended to it: with
+// Redis holding the copy, or read back from the database after ADK's row,
+// as in simulation seeds 857213640173, 43041865887 and 732388240531), and
+// hydrate.lua replaces a partly evicted copy; the session hash that named
+// the invocation (m:tinv) went with them, and Get{InvocationID} then showed
+// none of its temp: keys although the temp hash was there. An EndInvocation
+// while the rebased copy is gone still trims them.
+func TestTempAcrossReplacedCopy(t *testing.T) {
+	t.Parallel()
+	for _, route := range []string{"rebased, cached", "rebased, read back", "events evicted"} {
+		for _, end := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, end=%v", route, end), func(t *testing.T) {
+				t.Parallel()
+				e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+				ctx := wbCtx(t)
+				k := sessKey{"app", "u", "s"}
+				sk := e.sessionKeys(k.app, k.user, k.sid)
+				sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+				for j := 1; j <= 3; j++ {
+					behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+				}
+				e.flush(e.svc)
+				n := 4
+				if route != "events evicted" {
+					adkAppend(t, e, k, "e4", 4, sess.LastUpdateTime().Add(time.Second))
+					if route == "rebased, read back" {
+						e.wipeNamespace()
+						sess = e.requireBehindGet(k, 4)
+					}
+					n = 5
+				}
+				ev := behindEv(fmt.Sprint("e", n), n)
+				ev.Actions.StateDelta["temp:t"] = "x"
+				require.NoError(t, e.svc.AppendEvent(ctx, sess, ev))
+				e.flush(e.svc)
+				if route == "events evicted" {
+					require.NoError(t, e.rdb.Del(ctx, sk.Events).Err())
+				} else {
+					require.Zero(t, e.rdb.Exists(ctx, sk.Session).Val(), "the flush rebased the session and let its copy go")
+				}
+				require.Equal(t, `"x"`, e.hash(sk.Temp)["temp:t"], "the temp hash is there")
+				if end {
+					require.NoError(t, e.svc.EndInvocation(ctx, sess, ev.InvocationID))
+				}
+				temp := func(inv string) map[string]any {
+					t.Helper()
+					r, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid, InvocationID: inv,
+						NumRecentEvents: 2})
+					require.NoError(t, err)
+					require.Equal(t, eventIDsUpTo(n, n-1), []string{r.Session.Events().At(0).ID, r.Session.Events().At(1).ID})
+					out := map[string]any{}
+					for key, v := range stateMap(r.Session) {
+						if strings.HasPrefix(key, "temp:") {
+							out[key] = v
+						}
+					}
+					return out
+				}
+				want := map[string]any{"temp:t": "x"}
+				if end {
+					want = map[string]any{}
+				}
+				require.Equal(t, want, temp(ev.InvocationID), "the running invocation's temp: state")
+				require.Equal(t, map[string]any{}, temp(""), "a plain Get shows no temp: keys")
+				require.Equal(t, map[string]any{}, temp("inv-other"), "nor does another invocation's")
+				for f := range e.hash(sk.Temp) {
+					require.True(t, strings.HasPrefix(f, "temp:"), "temp hash field %q", f)
+				}
+			})
+		}
+	}
+}
+
 // adkAppend writes event id as ADK Python's DatabaseSessionService.
 // append_event does: an events row (event_data as Event.model_dump, the
 // timestamp in float seconds), the session's state delta merged into
@@ -401,7 +478,7 @@ func TestFlushedMarkOnOlderCopy(t *testing.T) {
 	guards := e.keys.ShardKeys(k.Shard).Guards
 	require.NoError(t, e.rdb.HSet(ctx, k.Session, "m:inc", 7, "m:rev", 3, "m:fl", 2, "m:cnt", 3, "m:first", 1).Err())
 	require.NoError(t, e.rdb.HSet(ctx, k.User, "m:rev", 4, "m:fl", 3).Err())
-	keys := []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards}
+	keys := []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards, k.Temp}
 	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0, "", 0, "", "s").Err())
 	require.Equal(t, "2", e.hash(k.Session)["m:fl"], "the copy's own mark")
 	require.Equal(t, "3", e.hash(k.User)["m:fl"])

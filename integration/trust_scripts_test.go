@@ -298,8 +298,8 @@ func testBadScriptArguments(t *testing.T, url string) {
 	inc := e.hash(k.Session)["m:inc"]
 	guards := e.keys.ShardKeys(k.Shard).Guards
 	h := e.keys.Session("app", "u", "h")
-	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards, h.UserIndex)
-	flushedKeys := sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards)
+	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards, h.Temp, h.UserIndex)
+	flushedKeys := sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards, k.Temp)
 	v := e.keys.Session("app", "v", "")
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
 	goodAppend := func() []any {
@@ -691,7 +691,7 @@ func testReadGuards(t *testing.T, url string) {
 		keys   []string
 		args   func(field, value string) []any
 	}{
-		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg, h.UserIndex}, func(f, v string) []any {
+		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg, h.Temp, h.UserIndex}, func(f, v string) []any {
 			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v, "h"}
 		}},
 		{"hydrate_state", lua.HydrateState, []string{h.User, hg}, func(f, v string) []any { return []any{"1", "0", "60000", "0", f, v} }},

@@ -13,6 +13,8 @@
 -- KEYS[6] -> app index zset   <ns>adk:{shard}:as:<app>
 -- KEYS[7] -> event ids zset   <ns>adk:{shard}:i:<app>:<user>:<sid>
 -- KEYS[8] -> read guards hash <ns>adk:{shard}:g
+-- KEYS[9] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid> (a rebased session's hash goes: the temp hash
+--                             keeps the name of the invocation that owns it, m:tinv, until hydrate.lua puts it back)
 -- ARGV[1] -> incarnation the flushed changes belong to
 -- ARGV[2] -> last seq now in the database; "d" for a flushed delete; "" when nothing of the session was
 --            written (the database refused it: its keys keep no TTL)
@@ -46,7 +48,10 @@
 -- Redis holds none of it (ZADD XX: the index is not re-created, a deleted session not put back).
 -- Returns the number of events trimmed.
 -- Bad arguments are an error reply, with nothing written.
-local sess, events, user, undo, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]
+local sess, events, user, undo, ids, temp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], KEYS[9]
+if #KEYS ~= 9 then
+  fail('flushed: ' .. #KEYS .. ' keys, 9 expected')
+end
 argv_int(1, 0, MAX_INT)
 if ARGV[2] ~= '' and ARGV[2] ~= 'd' then
   argv_int(2, 0, MAX_INT)
@@ -164,6 +169,12 @@ if srebased then
   -- Its seqs are Redis's, not the database's: nothing is trimmed (a read past the cached tail would number
   -- the database's events otherwise), and the copy goes once it holds nothing unflushed.
   if fl >= rev then
+    -- The running invocation's temp state is not the database's to replace (SPEC 3: it ends with the
+    -- invocation): the temp hash stays, and keeps the name the session hash held.
+    local tinv = redis.call('HGET', sess, 'm:tinv')
+    if tinv and redis.call('EXISTS', temp) == 1 then
+      redis.call('HSET', temp, 'm:tinv', tinv)
+    end
     redis.call('DEL', sess, events, ids, undo)
     redis.call('HINCRBY', guards, sfield, 1)
     index_at(ut, ARGV[14]) -- listed from the database from now on, at its time

@@ -7,7 +7,10 @@
 -- KEYS[4] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (removed: rewinds of a session read back
 --                             from the database replay its history)
 -- KEYS[5] -> read guards hash <ns>adk:{shard}:g
--- KEYS[6] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
+-- KEYS[6] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid> (the running invocation's name, m:tinv, is
+--                             kept: from the partly evicted hash replaced, or from the temp hash, where
+--                             flushed.lua left it when it let go of a rebased session's keys)
+-- KEYS[7] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
@@ -24,7 +27,11 @@
 -- (the flusher changed the session in the database, and Redis may have let go of it, since the read began:
 -- read it again), with nothing written.
 -- Bad arguments are an error reply, with nothing written.
-local sess, events, ids, undo, guards, uindex = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local sess, events, ids, undo, guards, temp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local uindex = KEYS[7]
+if #KEYS ~= 7 then
+  fail('hydrate: ' .. #KEYS .. ' keys, 7 expected')
+end
 
 local inc = int(argv_int(1, 0, MAX_INT))
 local ct = int(argv_int(2, 0, MAX_INT))
@@ -63,12 +70,18 @@ end
 if guard_moved(guards, ARGV[#ARGV - 2], ARGV[#ARGV - 1]) then
   return -11
 end
--- Missing, or partly evicted: replace whatever is left (keys with a TTL hold only flushed data).
+-- Missing, or partly evicted: replace whatever is left (keys with a TTL hold only flushed data), but the name
+-- of the invocation that owns the temp hash (not in the database).
+local tinv = redis.call('HGET', sess, 'm:tinv') or redis.call('HGET', temp, 'm:tinv')
 redis.call('DEL', sess, events, ids, undo)
+redis.call('HDEL', temp, 'm:tinv')
 
 redis.call('HSET', sess, 'm:inc', inc, 'm:ct', ct, 'm:ut', ut, 'm:rev', int(rev), 'm:fl', int(rev),
   'm:first', int(first), 'm:cnt', int(n), 'm:ttl', 1)
 chunked('HSET', sess, svals)
+if tinv then
+  redis.call('HSET', sess, 'm:tinv', tinv)
+end
 chunked('ZADD', events, members)
 chunked('ZADD', ids, idlist)
 redis.call('PEXPIRE', sess, ttl)

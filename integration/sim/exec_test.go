@@ -221,7 +221,8 @@ func (c *client) sendAppend(o *op, sl *slot, h *handle, ev *service.Event, want 
 func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Event) {
 	e := storedForm(sent)
 	e.ID, e.Ts, e.Client, e.Sent = ev.ID, ev.Timestamp.UnixMicro(), c.id, sent.Clone()
-	c.d.m.viewAppended(k, e)
+	_, _, _, temp := split(sent.Actions.StateDelta)
+	c.d.m.viewAppended(k, e, temp)
 	_, user, app, _ := split(e.Delta)
 	c.d.m.storedAgain(k, user, app)
 	h.rev = int64(len(c.d.m.session(k).View)) // the handle follows the copy it appended to

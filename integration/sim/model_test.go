@@ -425,19 +425,23 @@ func (m *Model) appended(k sessKey, e *mEvent, temp map[string]any, userD, appD 
 	}
 	s.Events = append(s.Events, e)
 	s.applyTemp(e.Inv, temp)
-	if s.LostAt.After(since) || s.Behind {
-		// Behind: the flush that rebases the session deletes its keys.
+	if s.LostAt.After(since) {
 		s.TempSure = map[string]bool{}
 	}
 	m.applyScoped(k, userD, appD)
 }
 
-// viewAppended records an event only Redis's older copy of k holds.
-func (m *Model) viewAppended(k sessKey, e *mEvent) {
+// viewAppended records an event only Redis's older copy of k holds, with
+// the temp: keys it sent: the copy's script wrote them into its temp hash
+// (a first event of another invocation ended the previous one's there),
+// and the rebase that lets go of the copy keeps the temp hash (docs/design.md,
+// "Temp state"). None of the temp state is sure.
+func (m *Model) viewAppended(k sessKey, e *mEvent, temp map[string]any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.Sessions[k]
 	s.View = append(s.View, e)
+	s.applyTemp(e.Inv, temp)
 	s.TempSure = map[string]bool{}
 }
 
