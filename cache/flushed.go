@@ -41,6 +41,12 @@ type Flushed struct {
 	// UserFlush is the user hash's flush count read with UserRev (0:
 	// unknown): an older copy of the hash is not marked.
 	UserFlush int64
+	// UpdateTime is the update time (µs) the batch wrote into the
+	// session's row, 0 when it wrote none. The user's index takes it when
+	// Redis's copy holds nothing newer: the copy goes once flushed
+	// (rebased), is older than the batch, or is gone, and a listing then
+	// shows the database's time (docs/design.md, "Indexes and lists").
+	UpdateTime int64
 }
 
 // MarkFlushed records flushed sessions (one pipeline of flushed.lua calls):
@@ -77,7 +83,7 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
 				s.keys.ShardKeys(k.Shard).Guards, k.Temp},
 				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID),
-				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased, d.Hold, d.EventID, d.UserFlush)
+				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased, d.Hold, d.EventID, d.UserFlush, updateTimeArg(d.UpdateTime), d.SID)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err
@@ -94,6 +100,14 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 		return fmt.Errorf("mark flushed: %w", err)
 	}
 	return nil
+}
+
+// updateTimeArg is flushed.lua's ARGV[13]: "" for none.
+func updateTimeArg(ut int64) string {
+	if ut == 0 {
+		return ""
+	}
+	return strconv.FormatInt(ut, 10)
 }
 
 // Units of a dead letter: what the database (or the flusher) refused.

@@ -21,6 +21,8 @@ type HydrateArgs struct {
 
 // Hydrate puts a session back into Redis unless Redis already holds it (a
 // concurrent append or another loader won); it reports whether it wrote.
+// The user's session index, when Redis holds it, follows the session's
+// update time (unless it holds a later one).
 // ErrReadOutdated when the read's guard moved (read the database again).
 func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (bool, error) {
 	k := s.keys.Session(h.App, h.User, h.SID)
@@ -30,8 +32,8 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 	for _, e := range h.Events {
 		args = append(args, e.Seq, e.Ts, e.ID, e.JSON)
 	}
-	args = append(args, h.Guard.field, h.Guard.value)
-	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key, k.Temp}, args...).Int64()
+	args = append(args, h.Guard.field, h.Guard.value, h.SID)
+	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key, k.Temp, k.UserIndex}, args...).Int64()
 	return guardedResult(n, err, "hydrate session "+h.SID)
 }
 

@@ -15,7 +15,12 @@ import (
 )
 
 // ListItem names one session of a listing.
-type ListItem struct{ User, SID string }
+type ListItem struct {
+	User, SID string
+	// Score is a user listing's session's place in the user's index: the
+	// last update time (µs) the index holds for it.
+	Score int64
+}
 
 // listCursor is the position after the last item of a page.
 type listCursor struct {
@@ -177,9 +182,63 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 	}
 	items = make([]ListItem, len(page))
 	for i, z := range page {
-		items[i] = ListItem{User: user, SID: z.Member.(string)}
+		items[i] = ListItem{User: user, SID: z.Member.(string), Score: int64(z.Score)}
 	}
 	return items, next, complete, nil
+}
+
+// IndexFix is a listed session whose place in its user's index is not the
+// update time the listing shows for it.
+type IndexFix struct {
+	SID string
+	// Was is its score as the page read it; To the update time listed.
+	Was, To int64
+	// Cached: To is the m:ut of Redis's copy of the session; else Redis
+	// held none of it and To is the database's update time.
+	Cached bool
+}
+
+// RepairUserIndex moves each fix's session to its To in the user's index
+// if nothing changed since the listing read it: its score is still Was and
+// Redis still holds the session hash with m:ut To (Cached), or still holds
+// none of it. A session written, put back or deleted since is left as it
+// is: its writer set its place. It reports which fixes it applied.
+func (s *Store) RepairUserIndex(ctx context.Context, app, user string, fixes []IndexFix) ([]bool, error) {
+	done := make([]bool, len(fixes))
+	for i, f := range fixes {
+		k := s.keys.Session(app, user, f.SID)
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			pipe := tx.Pipeline()
+			score := pipe.ZScore(ctx, k.UserIndex, f.SID)
+			ut := pipe.HGet(ctx, k.Session, "m:ut")
+			exists := pipe.Exists(ctx, k.Session)
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			if score.Err() != nil || int64(score.Val()) != f.Was ||
+				f.Cached && ut.Val() != strconv.FormatInt(f.To, 10) || !f.Cached && exists.Val() != 0 {
+				return nil
+			}
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.ZAddXX(ctx, k.UserIndex, redis.Z{Score: float64(f.To), Member: f.SID})
+				return nil
+			})
+			done[i] = err == nil
+			return err
+		}, k.UserIndex, k.Session)
+		if err != nil && !errors.Is(err, redis.TxFailedErr) {
+			return nil, fmt.Errorf("repair the session index of user %s: %w", user, err)
+		}
+	}
+	return done, nil
+}
+
+// UserCursorAfter tells whether the place (score, sid) in a user's index
+// comes after the place (atScore, atSID) in a listing's order (newest
+// first, then session ids in descending byte order): a page that ends at
+// (atScore, atSID) leaves it to the next pages.
+func UserCursorAfter(score int64, sid string, atScore int64, atSID string) bool {
+	return score < atScore || score == atScore && sid < atSID
 }
 
 // AppIndexRange returns the first n sessions of app's index after the

@@ -479,7 +479,7 @@ func TestFlushedMarkOnOlderCopy(t *testing.T) {
 	require.NoError(t, e.rdb.HSet(ctx, k.Session, "m:inc", 7, "m:rev", 3, "m:fl", 2, "m:cnt", 3, "m:first", 1).Err())
 	require.NoError(t, e.rdb.HSet(ctx, k.User, "m:rev", 4, "m:fl", 3).Err())
 	keys := []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards, k.Temp}
-	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0, "", 0).Err())
+	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0, "", 0, "", "s").Err())
 	require.Equal(t, "2", e.hash(k.Session)["m:fl"], "the copy's own mark")
 	require.Equal(t, "3", e.hash(k.User)["m:fl"])
 	require.Equal(t, time.Duration(-1), e.pttl(k.Session))
@@ -491,13 +491,13 @@ func TestFlushedMarkOnOlderCopy(t *testing.T) {
 	require.NoError(t, e.rdb.HSet(ctx, k.Session, "m:rev", 5, "m:cnt", 5).Err())
 	require.NoError(t, e.rdb.ZAdd(ctx, k.EventIDs, redis.Z{Score: 5, Member: "theirs"}).Err())
 	require.NoError(t, e.rdb.HSet(ctx, k.User, "m:rev", 6, "m:fc", 1).Err())
-	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0, "mine", 3).Err())
+	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0, "mine", 3, "", "s").Err())
 	require.Equal(t, "2", e.hash(k.Session)["m:fl"])
 	require.Equal(t, "3", e.hash(k.User)["m:fl"])
 	require.Equal(t, time.Duration(-1), e.pttl(k.Session))
 	require.Equal(t, time.Duration(-1), e.pttl(k.User))
 	// The same marks name the copy's own event and read: marked.
-	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0, "theirs", 1).Err())
+	require.NoError(t, e.rdb.Eval(ctx, lua.Flushed, keys, 7, 5, 6, 60000, 1000, "u\x00s", "f1", "f2", "", 0, "theirs", 1, "", "s").Err())
 	require.Equal(t, "5", e.hash(k.Session)["m:fl"])
 	require.Equal(t, "6", e.hash(k.User)["m:fl"])
 }

@@ -298,7 +298,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 	inc := e.hash(k.Session)["m:inc"]
 	guards := e.keys.ShardKeys(k.Shard).Guards
 	h := e.keys.Session("app", "u", "h")
-	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards, h.Temp)
+	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards, h.Temp, h.UserIndex)
 	flushedKeys := sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards, k.Temp)
 	v := e.keys.Session("app", "v", "")
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
@@ -349,7 +349,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "app", "u", "new", "1000", "u:new", "", "token", "", "0", "0", "-1", "0"}},
 		{"hydrate: seqs not ending at the revision", lua.Hydrate, hydrateKeys,
-			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", ""}},
+			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", "", "h"}},
 		{"hydrate: read guard arguments missing", lua.Hydrate, hydrateKeys,
 			[]any{"1", "1", "1", "3", "60000", "0", "1", "3", "1000", "e", "{}"}},
 		{"hydrate_state: revision not an integer", lua.HydrateState, sessKeys(v.User, vGuards),
@@ -386,17 +386,19 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"fork: event timestamp not an integer", lua.Fork, forkKeys, with(goodFork(), 13, "1.5")},
 		{"fork: event timestamps not increasing", lua.Fork, forkKeys, append(with(goodFork(), 11, "2"), "2", "1000", "e2", "{}")},
 		{"flushed: TTL not an integer", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "soon", "1000", "u:s", "1", "2", "", "0", "", "0"}},
+			[]any{inc, "1", "", "soon", "1000", "u:s", "1", "2", "", "0", "", "0", "", "s"}},
 		{"flushed: an argument too many", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "0", "", "0", "extra"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "0", "", "0", "", "s", "extra"}},
 		{"flushed: hold not an integer", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "1.5", "", "0"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "1.5", "", "0", "", "s"}},
 		{"flushed: rebased parts neither s nor u", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "x", "0", "", "0"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "x", "0", "", "0", "", "s"}},
+		{"flushed: update time not an integer", lua.Flushed, flushedKeys,
+			[]any{inc, "1", "", "60000", "1000", "u:s", "1", "2", "", "0", "", "0", "soon", "s"}},
 		{"flushed: read guard fields missing", lua.Flushed, flushedKeys,
 			[]any{inc, "1", "", "60000", "1000", "u:s"}},
 		{"flushed: empty read guard field", lua.Flushed, flushedKeys,
-			[]any{inc, "1", "", "60000", "1000", "u:s", "", "2", "", "0", "", "0"}},
+			[]any{inc, "1", "", "60000", "1000", "u:s", "", "2", "", "0", "", "0", "", "s"}},
 		{"ack: more dead letters than arguments", lua.Ack, sessKeys(k.Log, e.keys.ShardKeys(k.Shard).Dead),
 			[]any{"5", "{}"}},
 		{"state_dead: revision not an integer", lua.StateDead, sessKeys(k.User), []any{"1.5"}},
@@ -709,8 +711,8 @@ func testReadGuards(t *testing.T, url string) {
 		keys   []string
 		args   func(field, value string) []any
 	}{
-		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg, h.Temp}, func(f, v string) []any {
-			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v}
+		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg, h.Temp, h.UserIndex}, func(f, v string) []any {
+			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v, "h"}
 		}},
 		{"hydrate_state", lua.HydrateState, []string{h.User, hg}, func(f, v string) []any { return []any{"1", "0", "60000", "0", f, v} }},
 		{"hydrate_index", lua.HydrateIndex, []string{h.UserIndex, hg, h.Session}, func(f, v string) []any { return []any{"60000", f, v, "h", "1000"} }},

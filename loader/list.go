@@ -1,8 +1,10 @@
 package loader
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/adksession/adksession/cache"
@@ -14,6 +16,8 @@ import (
 type Listed struct {
 	User, SID string
 	Snap      *cache.Snapshot
+	// FromDB: Redis held none of the session; Snap is the database's row.
+	FromDB bool
 }
 
 // ListUser returns a page of a user's sessions, newest update first. With a
@@ -39,8 +43,59 @@ func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit in
 			return nil, "", fmt.Errorf("list sessions of user %s: the session index was evicted %d times while read", user, attempt)
 		}
 		out, err := l.fill(ctx, app, items, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		out, err = l.followTimes(ctx, app, user, items, next, out)
 		return out, next, err
 	}
+}
+
+// followTimes repairs the user index where a page's sessions are not at
+// the update time listed (Redis came back with an older index, or ADK
+// wrote to a session in the database that Redis no longer holds) and
+// returns the page in the order of the times listed. The walk the page is
+// part of still lists each session once: a session moved past the end of
+// the page (items' last, when there is a next page) is left to the page
+// that reaches its new place; one moved up is listed here, and later pages
+// start after this one. Nothing is read or written when every session is
+// at its time (docs/design.md, "Indexes and lists").
+func (l *Loader) followTimes(ctx context.Context, app, user string, items []cache.ListItem, next string, out []Listed) ([]Listed, error) {
+	score := make(map[string]int64, len(items))
+	for _, it := range items {
+		score[it.SID] = it.Score
+	}
+	var fixes []cache.IndexFix
+	for _, o := range out {
+		was, ut := score[o.SID], o.Snap.UpdateTime
+		// A copy behind the database keeps its place at the database's
+		// time (above its own): Redis's times only raise a place.
+		if ut != was && (o.FromDB || ut > was) {
+			fixes = append(fixes, cache.IndexFix{SID: o.SID, Was: was, To: ut, Cached: !o.FromDB})
+		}
+	}
+	if len(fixes) == 0 {
+		return out, nil
+	}
+	done, err := l.cache.RepairUserIndex(ctx, app, user, fixes)
+	if err != nil {
+		return nil, err
+	}
+	last := items[len(items)-1]
+	moved := map[string]bool{}
+	for i, f := range fixes {
+		if done[i] && next != "" && cache.UserCursorAfter(f.To, f.SID, last.Score, last.SID) {
+			moved[f.SID] = true
+		}
+	}
+	out = slices.DeleteFunc(out, func(o Listed) bool { return moved[o.SID] })
+	slices.SortStableFunc(out, func(a, b Listed) int {
+		if c := cmp.Compare(b.Snap.UpdateTime, a.Snap.UpdateTime); c != 0 {
+			return c
+		}
+		return strings.Compare(b.SID, a.SID)
+	})
+	return out, nil
 }
 
 // maxIndexReads bounds the reads of a user's session index that Redis
@@ -201,7 +256,7 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, h
 		if snap.User == nil {
 			snap.User = map[string]string{}
 		}
-		out = append(out, Listed{User: it.User, SID: it.SID, Snap: snap})
+		out = append(out, Listed{User: it.User, SID: it.SID, Snap: snap, FromDB: r.Sessions[i] == nil})
 	}
 	return out, nil
 }

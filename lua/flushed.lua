@@ -41,6 +41,11 @@
 -- ARGV[12] -> the user hash's flush count read with the user-state revision (m:fc, state_read.lua; 0:
 --            unknown): a hash whose count is below it is an older copy than the one read, and its revision
 --            is not marked
+-- ARGV[13] -> the update time µs the batch wrote into the session's row ("" when it wrote none)
+-- ARGV[14] -> the session id (its member in the user index)
+-- The user index follows the database's update time where Redis holds nothing newer of the session: when the
+-- copy of a rebased session goes, when the copy is older than the batch (Redis came back older), and when
+-- Redis holds none of it (ZADD XX: the index is not re-created, a deleted session not put back).
 -- Returns the number of events trimmed.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, user, undo, ids, temp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], KEYS[9]
@@ -55,8 +60,17 @@ if ARGV[3] ~= '' then
   argv_int(3, 0, MAX_INT)
 end
 local ttl, keep = argv_int(4, 1, MAX_INT), argv_int(5, 0, MAX_INT)
-if #ARGV ~= 12 then
-  fail('flushed: ' .. #ARGV .. ' arguments, 12 expected')
+if #ARGV ~= 14 then
+  fail('flushed: ' .. #ARGV .. ' arguments, 14 expected')
+end
+local uindex, ut = KEYS[5], ARGV[13]
+if ut ~= '' then
+  argv_int(13, -MAX_INT, MAX_INT)
+end
+local function index_at(...)
+  if ut ~= '' then
+    redis.call('ZADD', uindex, 'XX', ...)
+  end
 end
 local hold = argv_int(10, -MAX_INT, MAX_INT)
 local lastid = ARGV[11]
@@ -113,6 +127,9 @@ if meta[1] == ARGV[1] and hold ~= 0 then
     redis.call('HDEL', sess, 'm:hold')
   end
 end
+if meta[1] == false and ARGV[2] ~= 'd' then
+  index_at(ut, ARGV[14]) -- gone (a FLUSHALL or an eviction while the batch was in flight): listed from the database
+end
 if meta[1] ~= ARGV[1] or ARGV[2] == '' then
   return 0 -- gone, or re-created since (the newer incarnation has its own entries), or nothing written
 end
@@ -135,7 +152,9 @@ local seq = tonumber(ARGV[2])
 if seq > rev or (lastid ~= '' and tonumber(redis.call('ZSCORE', ids, lastid)) ~= seq) then
   -- The batch read events this copy does not hold: Redis came back older since (docs/design.md, "Redis
   -- behind the database"). Its own writes are not flushed for all that: m:fl stays (so the flusher tells its
-  -- new events from late ones), nothing is trimmed, nothing expires.
+  -- new events from late ones), nothing is trimmed, nothing expires. Its place in the index is the database's
+  -- time unless its own writes are newer.
+  index_at('GT', ut, ARGV[14])
   return 0
 end
 if seq > fl then
@@ -158,6 +177,7 @@ if srebased then
     end
     redis.call('DEL', sess, events, ids, undo)
     redis.call('HINCRBY', guards, sfield, 1)
+    index_at(ut, ARGV[14]) -- listed from the database from now on, at its time
   end
   return 0
 end

@@ -10,6 +10,7 @@
 -- KEYS[6] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid> (the running invocation's name, m:tinv, is
 --                             kept: from the partly evicted hash replaced, or from the temp hash, where
 --                             flushed.lua left it when it let go of a rebased session's keys)
+-- KEYS[7] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
@@ -17,16 +18,19 @@
 -- then E, then E quadruples (seq, timestamp µs, event id, event JSON), ascending and consecutive, the last
 -- one's seq = ARGV[4]
 -- then the session's field in the read guards hash, and the guard read before the database (cache.ReadGuard:
--- "<counter>@<epoch>", guard_moved)
--- The indexes are left alone: a session in the database is in the user index
--- while that index is complete, and app listings read it from the database.
+-- "<counter>@<epoch>", guard_moved), then the session id (its member in the user index)
+-- The user index, when it exists, gets the session at its update time unless it holds it higher (ZADD GT: an
+-- append since, or a batch in flight, wrote a newer time): an index Redis got back older, or one that ADK's
+-- rows in the database outdated, follows the database's time (docs/design.md, "Indexes and lists"). A missing
+-- index is left missing (a listing rebuilds it); app listings read the session from the database.
 -- Returns 1 hydrated, 0 when Redis already holds the session (or its tombstone), -11 when the guard moved
 -- (the flusher changed the session in the database, and Redis may have let go of it, since the read began:
 -- read it again), with nothing written.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, ids, undo, guards, temp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-if #KEYS ~= 6 then
-  fail('hydrate: ' .. #KEYS .. ' keys, 6 expected')
+local uindex = KEYS[7]
+if #KEYS ~= 7 then
+  fail('hydrate: ' .. #KEYS .. ' keys, 7 expected')
 end
 
 local inc = int(argv_int(1, 0, MAX_INT))
@@ -36,8 +40,8 @@ local rev = argv_int(4, 0, MAX_INT)
 local ttl = argv_int(5, 1, MAX_INT)
 local svals, _, i = argv_pairs(6, 's:')
 local n = argv_int(i, 0, MAX_INT)
-if i + 4 * n + 2 ~= #ARGV then
-  fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 4 * n + 2) .. ' expected')
+if i + 4 * n + 3 ~= #ARGV then
+  fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 4 * n + 3) .. ' expected')
 end
 local first = rev + 1
 local members, idlist = {}, {}
@@ -63,7 +67,7 @@ local cnt = tonumber(meta[3])
 if meta[1] and redis.call('ZCARD', events) == cnt and redis.call('ZCARD', ids) == cnt then
   return 0
 end
-if guard_moved(guards, ARGV[#ARGV - 1], ARGV[#ARGV]) then
+if guard_moved(guards, ARGV[#ARGV - 2], ARGV[#ARGV - 1]) then
   return -11
 end
 -- Missing, or partly evicted: replace whatever is left (keys with a TTL hold only flushed data), but the name
@@ -84,5 +88,8 @@ redis.call('PEXPIRE', sess, ttl)
 if n > 0 then
   redis.call('PEXPIRE', events, ttl)
   redis.call('PEXPIRE', ids, ttl)
+end
+if redis.call('EXISTS', uindex) == 1 then
+  redis.call('ZADD', uindex, 'GT', ut, ARGV[#ARGV])
 end
 return 1

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Apply writes b in one transaction, idempotently: applying a batch again,
@@ -85,7 +86,14 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 	if out, err = s.mergeApps(ctx, tx, b, out); err != nil {
 		return nil, err
 	}
-	return planBatch(out, sessions, states), nil
+	p := planBatch(out, sessions, states)
+	for _, u := range p.sessions {
+		if b.Outcome.Updated == nil {
+			b.Outcome.Updated = map[SessionKey]time.Time{}
+		}
+		b.Outcome.Updated[u.Key] = u.UpdateTime
+	}
+	return p, nil
 }
 
 // lockKey names a lock unambiguously: a kind letter, then each part

@@ -383,8 +383,16 @@ func heldChanges(changes []cache.Change) int {
 
 // rebased records in the marks what the database found out of step with
 // it (Outcome): a rebased session's marks, and one mark of each rebased
-// user (the one carrying its revision when there is one).
+// user (the one carrying its revision when there is one); and in each
+// session's marks the update time its row got.
 func (sb *shardBatch) rebased(o Outcome) {
+	for k, ut := range o.Updated {
+		for _, i := range sb.markOf[k] {
+			if !sb.marks[i].Deleted {
+				sb.marks[i].UpdateTime = ut.UnixMicro()
+			}
+		}
+	}
 	for _, k := range o.Rebased {
 		for _, i := range sb.markOf[k] {
 			sb.marks[i].Rebased = true

@@ -47,6 +47,11 @@ type Outcome struct {
 	// higher order number) than in Redis's copy: the flusher puts them back
 	// into Redis, each key only where no newer change wrote it since.
 	AppsBehind []AppKeyValue
+	// Updated is the update_time the batch wrote into each sessions row it
+	// upserted (a rebased session's is after the database's events): the
+	// session's place in its user's index follows it once Redis's copy
+	// holds nothing newer (cache.Flushed.UpdateTime).
+	Updated map[SessionKey]time.Time
 }
 
 // AppKeyValue is one app key as the database holds it, with the order

@@ -45,7 +45,8 @@ func TestApplyRebasesNumberedOver(t *testing.T) {
 		behindUser := StateUpsert{AppName: "app", UserID: "u1", Rev: 4, State: map[string]json.RawMessage{"u": json.RawMessage(`"n7"`)}, UpdateTime: eventTime(inc1, 7)}
 		batch := &Batch{Sessions: []SessionUpsert{behind}, UserStates: []StateUpsert{behindUser}}
 		apply(t, s, batch)
-		same(t, "outcome", batch.Outcome, Outcome{Rebased: []SessionKey{k}, RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}}})
+		same(t, "outcome", batch.Outcome, Outcome{Rebased: []SessionKey{k}, RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}},
+			Updated: map[SessionKey]time.Time{k: eventTime(inc1, 8).Add(time.Microsecond)}})
 
 		ids, times := storedEvents(t, s, k)
 		want := []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3), eventID(inc1, 4), eventID(inc1, 5),
