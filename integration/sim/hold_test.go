@@ -75,16 +75,8 @@ func (e *env) slotMaster(key string) (string, error) {
 			if len(f) < 8 || !strings.Contains(f[2], "myself") || !strings.Contains(f[2], "master") {
 				continue
 			}
-			for _, r := range f[8:] {
-				lo, hi, found := strings.Cut(r, "-")
-				if !found {
-					hi = lo
-				}
-				a, errA := strconv.Atoi(lo)
-				b, errB := strconv.Atoi(hi)
-				if errA == nil && errB == nil && a <= slot && slot <= b {
-					return n.Addr, nil
-				}
+			if testenv.ServesSlot(f[8:], slot) {
+				return n.Addr, nil
 			}
 		}
 	}
