@@ -94,7 +94,6 @@ type env struct {
 	flushers []*service.Flusher // running in the background (several clients)
 
 	elected map[string]time.Time // cluster node -> when it was last asked to fail over (test goroutine)
-	demoted map[string]time.Time // cluster node -> when a failover last made it a replica (test goroutine)
 }
 
 // newEnv opens a run's deployment on srv; close it with close.
@@ -425,7 +424,6 @@ func (e *env) failoverOf(master string) (string, time.Duration, error) {
 		}
 		e.elected[replica] = time.Now() // its election, if any, is over by now
 		if taken {
-			e.demote(master)
 			e.cluster.WaitHealthy(e.t, time.Until(deadline))
 			return replica, waited, nil
 		}

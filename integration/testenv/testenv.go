@@ -623,6 +623,24 @@ func (s *RedisServer) Running() bool {
 	}
 }
 
+// ServesSlot tells whether the slot fields of a CLUSTER NODES line (its
+// fields from the ninth on: "0-5460", "5461", "[...]" for a slot in
+// migration) hold slot.
+func ServesSlot(ranges []string, slot int) bool {
+	for _, r := range ranges {
+		lo, hi, found := strings.Cut(r, "-")
+		if !found {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(lo)
+		b, errB := strconv.Atoi(hi)
+		if errA == nil && errB == nil && a <= slot && slot <= b {
+			return true
+		}
+	}
+	return false
+}
+
 // RedisCluster is a private Redis Cluster started by StartCluster.
 type RedisCluster struct {
 	Nodes []*RedisServer // the six nodes; which ones are masters changes with failovers
