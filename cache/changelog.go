@@ -31,7 +31,12 @@ type Change struct {
 	// Held: a dead letter's entry retried whose session row was refused
 	// with its events (StoredDeadLetter.Holds): written now, it releases
 	// one of the session's holds (Flushed.Hold).
-	Held   bool
+	Held bool
+	// Copied (field x): for an append, 1 when the event is a copy of
+	// another session's (a fork), whose user: keys are no write of its
+	// own, so a user's rebase does not apply them; for a create, the
+	// number of such copies the session starts with (seqs 1 to Copied).
+	Copied int64
 	Fields map[string]any
 }
 
@@ -52,6 +57,13 @@ func parseChange(m redis.XMessage) (Change, error) {
 	c.App, c.User, c.SID = str("a"), str("u"), str("i")
 	c.EventID = str("e")
 	c.Held = str(heldField) == "1"
+	if x := str("x"); x != "" {
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("change %s: field x (copied) %q is not a count", m.ID, x)
+		}
+		c.Copied = n
+	}
 	if c.App == "" || c.User == "" || c.SID == "" {
 		return c, fmt.Errorf("change %s: missing session identity", m.ID)
 	}

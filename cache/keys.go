@@ -63,7 +63,7 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:as:<app>", "zset", "none; with a database it holds only sessions whose create is not flushed yet (flushed.lua removes the others), without one every session",
 		"create.lua, fork.lua, delete.lua, flushed.lua", "List of a whole app (merged with the database's sessions), user index rebuilds: member = \"<user> NUL <sid>\" (raw ids), score 0, so lexicographic order is (user, sid) byte order"},
 	{"<ns>adk:{<shard>}:log", "stream", "none; entries deleted once flushed",
-		"create.lua, append.lua, fork.lua (a create, then an append per event copied), delete.lua, rewind.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), o (its order number, app_order.lua), e (event id), w (user delta JSON: a create's initial user: keys, an event's)"},
+		"create.lua, append.lua, fork.lua (a create, then an append per event copied), delete.lua, rewind.lua (only with a database)", "flusher: fields k (c|a|d), a, u, i, n (incarnation µs), q (seq), t (ts µs), p (app delta JSON), o (its order number, app_order.lua), e (event id), w (user delta JSON: a create's initial user: keys, an event's), x (fork.lua: 1 on a copied event's entry, the number of copies on the new session's create)"},
 	{"<ns>adk:{<shard>}:lease", "string", "lease time (renewed while held)",
 		"flusher (lease_acquire.lua, lease_release.lua)", "flusher: id of the flusher draining this shard"},
 	{"<ns>adk:{<shard>}:g", "hash", "none (127 counters, fields \"0\" to \"126\", and epoch: a random token, set by the first cold read after the hash was made)",

@@ -668,3 +668,30 @@ func TestUserBehindUncarriedDeltas(t *testing.T) {
 		})
 	}
 }
+
+// TestForkOnUserBehind: a fork copies events that set user: keys, while
+// Redis holds an older copy of the user's hash (so the flush rebases the
+// user). The copies write no user state of their own: the rebased row keeps
+// the newer value another session acknowledged (user:k = 3), not the copied
+// event's older one (1).
+func TestForkOnUserBehind(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+	ctx := wbCtx(t)
+	s := e.create(e.svc, "app", "u", "s", nil)
+	other := e.create(e.svc, "app", "u", "t", nil)
+	e.mustAppend(e.svc, s, "i1", "one", map[string]any{"user:k": 1})
+	e.flush(e.svc)
+	userKey := e.sessionKeys("app", "u", "s").User
+	old := e.dumpKeys(userKey)
+	e.mustAppend(e.svc, other, "i2", "two", map[string]any{"user:k": 3})
+	e.flush(e.svc)
+	e.restoreKeys(old, userKey)
+
+	_, err := e.svc.Fork(ctx, &service.ForkRequest{AppName: "app", UserID: "u", SessionID: "s", NewSessionID: "n"})
+	require.NoError(t, err)
+	e.flush(e.svc)
+	rows := readDB(t, e.db)
+	require.Len(t, rows.Events[sessKey{"app", "u", "n"}], 1, "the fork's copy is in the database")
+	require.Equal(t, float64(3), rows.Users[[2]string{"app", "u"}]["k"], "user:k: the newer acknowledged value")
+}

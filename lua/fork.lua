@@ -206,10 +206,11 @@ if durable then
   redis.call('PERSIST', uindex)
   redis.call('HDEL', user, 'm:ttl')
   -- Logged as a create followed by one append per event: the flusher writes N's row and all its events as it
-  -- writes any session's. No app or user delta: the events' were applied when S stored them.
-  log_change(log, 'c', ct)
+  -- writes any session's. No app or user delta: the events' were applied when S stored them; each append is
+  -- marked copied, so that a rebase of the user does not take the events' user: keys for new writes.
+  log_change(log, 'c', ct, nil, nil, nil, nil, nil, nil, n > 0 and int(n) or nil)
   for j = 1, n do
-    log_change(log, 'a', ct, idlist[2 * j - 1], members[2 * j - 1])
+    log_change(log, 'a', ct, idlist[2 * j - 1], members[2 * j - 1], nil, nil, nil, nil, '1')
   end
 end
 return {0}

@@ -274,10 +274,11 @@ end
 -- kind ('c' create, 'a' append, 'd' delete) at incarnation inc; for an event its seq and time (nil for a
 -- create or a delete); an app delta with its order number (nil: none) and, for an event, its id; the write's
 -- user: keys as one JSON object (udelta, nil: none; pairs_object), for the flusher's rebase of a user Redis
--- holds behind the database. It wakes the flusher (PUBLISH on ARGV[1]) when the log was empty. Called only
--- with a database (ARGV[1] ~= '').
-local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta)
-  if udelta then
+-- holds behind the database; copied (field x): for an event, 1: a copy (fork.lua) whose user: keys are no
+-- write of its own; for a create, the number of such copies the new session starts with. It wakes the flusher (PUBLISH on ARGV[1]) when the log was empty. Called only with a database
+-- (ARGV[1] ~= '').
+local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta, copied)
+  if udelta or copied then
     local entry = {'k', kind, 'a', ARGV[2], 'u', ARGV[3], 'i', ARGV[4], 'n', inc}
     if seq then
       entry[11], entry[12], entry[13], entry[14] = 'q', seq, 't', ts
@@ -288,7 +289,12 @@ local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta)
         entry[#entry + 1], entry[#entry + 2] = 'e', id
       end
     end
-    entry[#entry + 1], entry[#entry + 2] = 'w', udelta
+    if udelta then
+      entry[#entry + 1], entry[#entry + 2] = 'w', udelta
+    end
+    if copied then
+      entry[#entry + 1], entry[#entry + 2] = 'x', copied
+    end
     redis.call('XADD', log, '*', unpack(entry))
   elseif not seq then
     if delta then

@@ -31,6 +31,9 @@ type EventRow struct {
 	// in the change log of the entry that logged the event (a rebased
 	// user's deltas apply in that order).
 	LogPos int
+	// Copied: the event is a copy of another session's (a fork), whose
+	// user: keys a rebased user does not take for new writes.
+	Copied bool
 	// Data is the event_data JSON object, snake_case storage form. Apply sets
 	// its "id", "invocation_id" and "timestamp" (epoch milliseconds) to the
 	// column values and keeps every other member byte for byte; the loads

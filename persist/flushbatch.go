@@ -126,6 +126,21 @@ func (sb *shardBatch) deadLetter(c cache.Change, unit, reason string, data map[s
 
 // changeOf returns the change of g that carries the event seq (or the
 // event at ts), else g's last change.
+// copiedEvent tells whether the event at seq of the session's incarnation
+// inc is a fork's copy (cache.Change.Copied): its entry c says so, or the
+// batch holds the fork's create, which counts its copies.
+func copiedEvent(g *sessionChanges, c cache.Change, inc, seq int64) bool {
+	if c.Kind == 'a' && c.Seq == seq {
+		return c.Copied > 0
+	}
+	for _, cc := range g.changes {
+		if cc.Kind == 'c' && cc.Incarnation == inc && seq <= cc.Copied {
+			return true
+		}
+	}
+	return false
+}
+
 func changeOf(g *sessionChanges, seq, ts int64) cache.Change {
 	for _, c := range g.changes {
 		if c.Kind == 'a' && (c.Seq == seq || (seq < 0 && c.Ts == ts)) {
@@ -332,7 +347,8 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 			sb.deadLetter(changeOf(g, e.Seq, e.Ts), cache.DeadEvent, err.Error(), map[string]any{"seq": e.Seq, "event": e.JSON})
 			continue
 		}
-		row.LogPos = sb.logPos[changeOf(g, e.Seq, e.Ts).ID]
+		c := changeOf(g, e.Seq, e.Ts)
+		row.LogPos, row.Copied = sb.logPos[c.ID], copiedEvent(g, c, ref.Incarnation, e.Seq)
 		up.Events = append(up.Events, row)
 		sb.events[g.key][e.Seq] = e.JSON
 	}

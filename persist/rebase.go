@@ -252,7 +252,11 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []Ses
 		rebased := slices.Contains(rebasedSessions, u.Key)
 		for _, e := range u.Events {
 			// A rebased session's events are all new; another's are new
-			// above the database's rev (or all, for a new incarnation).
+			// above the database's rev (or all, for a new incarnation). A
+			// fork's copies write no user state of their own.
+			if e.Copied {
+				continue
+			}
 			if rebased || !tracked || t.incarnation != u.Incarnation || e.Seq > t.rev {
 				w := UserWrite{LogPos: e.LogPos, Delta: map[string]json.RawMessage{}}
 				for key, v := range eventDelta(e.Data) {
