@@ -611,6 +611,64 @@ func TestRetryBehindTheHandle(t *testing.T) {
 	}
 }
 
+// TestStoredAgainOnOlderCopy: Redis comes back holding an older copy of
+// the session that lacks the database's last event e3, and e3's id is sent
+// again through a handle read from that copy (no sign that Redis is behind:
+// the kept case of docs/design.md, "Ids unknown to an older copy"). The copy
+// stores it again, as seq 3 (the database's numbering) at a new time, as a
+// duplicate delivery or with other content. The flush must keep the
+// database's row: its update time e3's stored one, its state the database's
+// (e3's keys included), e1..e3 once each; the copy is let go of, and reads
+// serve the database's e3 (simulation seeds 27172891176 and 614903424786:
+// the batch was taken for a replay and the row took the copy's update time,
+// and its state).
+func TestStoredAgainOnOlderCopy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		again *service.Event
+	}{
+		{"Retry", behindEv("e3", 3)},
+		{"OtherContent", &service.Event{ID: "e3", InvocationID: "inv-other", Author: "model"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+			ctx := wbCtx(t)
+			k := sessKey{"app", "u", "s"}
+			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+			behindEvent(t, e.svc, sess, "e1", 1)
+			behindEvent(t, e.svc, sess, "e2", 2)
+			e.flush(e.svc)
+			sk := e.sessionKeys(k.app, k.user, k.sid)
+			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
+			old := e.dumpKeys(keys...)
+			behindEvent(t, e.svc, sess, "e3", 3)
+			e.flush(e.svc)
+			before := readDB(t, e.db)
+			e.restoreKeys(old, keys...) // Redis comes back with e1 and e2
+
+			read, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+			require.NoError(t, err)
+			require.Equal(t, 2, read.Session.Events().Len(), "Redis serves its older copy")
+			require.NoError(t, e.svc.AppendEvent(ctx, read.Session, c.again))
+			require.Equal(t, "3", e.hash(sk.Session)["m:rev"], "the copy stored e3 again, as seq 3")
+			stored := before.Events[k][2].US
+			require.NotEqual(t, stored, c.again.Timestamp.UnixMicro(), "at a new time")
+
+			e.flush(e.svc)
+			rows := readDB(t, e.db)
+			require.Equal(t, before.Sessions[k].UpdateUS, rows.Sessions[k].UpdateUS, "the row keeps the database's update time")
+			require.Equal(t, stored, rows.Sessions[k].UpdateUS, "e3's stored time")
+			require.Equal(t, before.Events[k], rows.Events[k], "the database keeps its own e3")
+			e.requireBehindRows(k, 3)
+			require.Equal(t, time.Duration(-2), e.pttl(sk.Session), "the older copy is let go of once flushed")
+			got := e.requireBehindGet(k, 3)
+			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's e3")
+		})
+	}
+}
+
 // TestUserBehindUncarriedDeltas: Redis comes back holding an older copy of
 // a user's state hash, and the user's next writes are ones a batch carries
 // no event of: a create's initial user: keys, and the events of a session
