@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
@@ -550,6 +551,20 @@ func TestBatchReadAcrossOlderCopy(t *testing.T) {
 	require.Equal(t, float64(11), st["last"])
 }
 
+// copyAfterTwo creates session k with e1 and e2 flushed and takes a copy of
+// its keys and its user's hash; restore puts that copy back.
+func (e *wbEnv) copyAfterTwo(t *testing.T, k sessKey) (sess *service.Session, sk cache.SessionKeys, restore func()) {
+	e.t.Helper()
+	sess = e.create(e.svc, k.app, k.user, k.sid, nil)
+	behindEvent(t, e.svc, sess, "e1", 1)
+	behindEvent(t, e.svc, sess, "e2", 2)
+	e.flush(e.svc)
+	sk = e.sessionKeys(k.app, k.user, k.sid)
+	keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
+	old := e.dumpKeys(keys...)
+	return sess, sk, func() { e.restoreKeys(old, keys...) }
+}
+
 // TestRetryBehindTheHandle: an event sent again (a retry whose first reply
 // was lost) that the database holds and Redis's older copy of the session
 // lacks, through a handle read from the newer copy (or without a handle, if
@@ -573,13 +588,7 @@ func TestRetryBehindTheHandle(t *testing.T) {
 			t.Parallel()
 			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), c.tweak)
 			k := sessKey{"app", "u", "s"}
-			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
-			behindEvent(t, e.svc, sess, "e1", 1)
-			behindEvent(t, e.svc, sess, "e2", 2)
-			e.flush(e.svc)
-			sk := e.sessionKeys(k.app, k.user, k.sid)
-			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
-			old := e.dumpKeys(keys...)
+			sess, sk, restore := e.copyAfterTwo(t, k)
 			behindEvent(t, e.svc, sess, "e3", 3)
 			// The handle of the retry: it has e3 and missed the reply to e4.
 			read, err := e.svc.Get(wbCtx(t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
@@ -587,7 +596,7 @@ func TestRetryBehindTheHandle(t *testing.T) {
 			retry := read.Session
 			behindEvent(t, e.svc, sess, "e4", 4)
 			e.flush(e.svc)
-			e.restoreKeys(old, keys...) // Redis comes back with e1 and e2
+			restore() // Redis comes back with e1 and e2
 
 			ev := behindEv("e4", 4)
 			if c.handle {
@@ -636,17 +645,11 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
 			ctx := wbCtx(t)
 			k := sessKey{"app", "u", "s"}
-			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
-			behindEvent(t, e.svc, sess, "e1", 1)
-			behindEvent(t, e.svc, sess, "e2", 2)
-			e.flush(e.svc)
-			sk := e.sessionKeys(k.app, k.user, k.sid)
-			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
-			old := e.dumpKeys(keys...)
+			sess, sk, restore := e.copyAfterTwo(t, k)
 			behindEvent(t, e.svc, sess, "e3", 3)
 			e.flush(e.svc)
 			before := readDB(t, e.db)
-			e.restoreKeys(old, keys...) // Redis comes back with e1 and e2
+			restore() // Redis comes back with e1 and e2
 
 			read, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
 			require.NoError(t, err)
