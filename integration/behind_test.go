@@ -636,9 +636,13 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		again *service.Event
+		n     int // the database's events: e1..en
 	}{
-		{"Retry", behindEv("e3", 3)},
-		{"OtherContent", &service.Event{ID: "e3", InvocationID: "inv-other", Author: "model"}},
+		{"Retry", behindEv("e3", 3), 3},
+		{"OtherContent", &service.Event{ID: "e3", InvocationID: "inv-other", Author: "model"}, 3},
+		// The copy's row is below the database's rev: nothing of it is
+		// written, and the copy, which lacks e4, is let go of as well.
+		{"BelowTheRev", behindEv("e3", 3), 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -646,7 +650,9 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			ctx := wbCtx(t)
 			k := sessKey{"app", "u", "s"}
 			sess, sk, restore := e.copyAfterTwo(t, k)
-			behindEvent(t, e.svc, sess, "e3", 3)
+			for j := 3; j <= c.n; j++ {
+				behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+			}
 			e.flush(e.svc)
 			before := readDB(t, e.db)
 			restore() // Redis comes back with e1 and e2
@@ -656,18 +662,18 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			require.Equal(t, 2, read.Session.Events().Len(), "Redis serves its older copy")
 			require.NoError(t, e.svc.AppendEvent(ctx, read.Session, c.again))
 			require.Equal(t, "3", e.hash(sk.Session)["m:rev"], "the copy stored e3 again, as seq 3")
-			stored := before.Events[k][2].US
-			require.NotEqual(t, stored, c.again.Timestamp.UnixMicro(), "at a new time")
+			require.NotEqual(t, before.Events[k][2].US, c.again.Timestamp.UnixMicro(), "at a new time")
+			stored := before.Events[k][c.n-1].US // the database's last event's
 
 			e.flush(e.svc)
 			rows := readDB(t, e.db)
 			require.Equal(t, before.Sessions[k].UpdateUS, rows.Sessions[k].UpdateUS, "the row keeps the database's update time")
-			require.Equal(t, stored, rows.Sessions[k].UpdateUS, "e3's stored time")
+			require.Equal(t, stored, rows.Sessions[k].UpdateUS, "the database's last event's time")
 			require.Equal(t, before.Events[k], rows.Events[k], "the database keeps its own e3")
-			e.requireBehindRows(k, 3)
+			e.requireBehindRows(k, c.n)
 			require.Equal(t, time.Duration(-2), e.pttl(sk.Session), "the older copy is let go of once flushed")
-			got := e.requireBehindGet(k, 3)
-			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's e3")
+			got := e.requireBehindGet(k, c.n)
+			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's events")
 		})
 	}
 }
