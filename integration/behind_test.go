@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
@@ -550,6 +551,20 @@ func TestBatchReadAcrossOlderCopy(t *testing.T) {
 	require.Equal(t, float64(11), st["last"])
 }
 
+// copyAfterTwo creates session k with e1 and e2 flushed and takes a copy of
+// its keys and its user's hash; restore puts that copy back.
+func (e *wbEnv) copyAfterTwo(t *testing.T, k sessKey) (sess *service.Session, sk cache.SessionKeys, restore func()) {
+	e.t.Helper()
+	sess = e.create(e.svc, k.app, k.user, k.sid, nil)
+	behindEvent(t, e.svc, sess, "e1", 1)
+	behindEvent(t, e.svc, sess, "e2", 2)
+	e.flush(e.svc)
+	sk = e.sessionKeys(k.app, k.user, k.sid)
+	keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
+	old := e.dumpKeys(keys...)
+	return sess, sk, func() { e.restoreKeys(old, keys...) }
+}
+
 // TestRetryBehindTheHandle: an event sent again (a retry whose first reply
 // was lost) that the database holds and Redis's older copy of the session
 // lacks, through a handle read from the newer copy (or without a handle, if
@@ -573,13 +588,7 @@ func TestRetryBehindTheHandle(t *testing.T) {
 			t.Parallel()
 			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), c.tweak)
 			k := sessKey{"app", "u", "s"}
-			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
-			behindEvent(t, e.svc, sess, "e1", 1)
-			behindEvent(t, e.svc, sess, "e2", 2)
-			e.flush(e.svc)
-			sk := e.sessionKeys(k.app, k.user, k.sid)
-			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
-			old := e.dumpKeys(keys...)
+			sess, sk, restore := e.copyAfterTwo(t, k)
 			behindEvent(t, e.svc, sess, "e3", 3)
 			// The handle of the retry: it has e3 and missed the reply to e4.
 			read, err := e.svc.Get(wbCtx(t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
@@ -587,7 +596,7 @@ func TestRetryBehindTheHandle(t *testing.T) {
 			retry := read.Session
 			behindEvent(t, e.svc, sess, "e4", 4)
 			e.flush(e.svc)
-			e.restoreKeys(old, keys...) // Redis comes back with e1 and e2
+			restore() // Redis comes back with e1 and e2
 
 			ev := behindEv("e4", 4)
 			if c.handle {
@@ -607,6 +616,64 @@ func TestRetryBehindTheHandle(t *testing.T) {
 
 			e.flush(e.svc)
 			e.requireBehindRows(k, 4)
+		})
+	}
+}
+
+// TestStoredAgainOnOlderCopy: Redis comes back holding an older copy of
+// the session that lacks the database's last event e3, and e3's id is sent
+// again through a handle read from that copy (no sign that Redis is behind:
+// the kept case of docs/design.md, "Ids unknown to an older copy"). The copy
+// stores it again, as seq 3 (the database's numbering) at a new time, as a
+// duplicate delivery or with other content. The flush must keep the
+// database's row: its update time e3's stored one, its state the database's
+// (e3's keys included), e1..e3 once each; the copy is let go of, and reads
+// serve the database's e3 (simulation seeds 27172891176 and 614903424786:
+// the batch was taken for a replay and the row took the copy's update time,
+// and its state).
+func TestStoredAgainOnOlderCopy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		again *service.Event
+		n     int // the database's events: e1..en
+	}{
+		{"Retry", behindEv("e3", 3), 3},
+		{"OtherContent", &service.Event{ID: "e3", InvocationID: "inv-other", Author: "model"}, 3},
+		// The copy's row is below the database's rev: nothing of it is
+		// written, and the copy, which lacks e4, is let go of as well.
+		{"BelowTheRev", behindEv("e3", 3), 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+			ctx := wbCtx(t)
+			k := sessKey{"app", "u", "s"}
+			sess, sk, restore := e.copyAfterTwo(t, k)
+			for j := 3; j <= c.n; j++ {
+				behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+			}
+			e.flush(e.svc)
+			before := readDB(t, e.db)
+			restore() // Redis comes back with e1 and e2
+
+			read, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+			require.NoError(t, err)
+			require.Equal(t, 2, read.Session.Events().Len(), "Redis serves its older copy")
+			require.NoError(t, e.svc.AppendEvent(ctx, read.Session, c.again))
+			require.Equal(t, "3", e.hash(sk.Session)["m:rev"], "the copy stored e3 again, as seq 3")
+			require.NotEqual(t, before.Events[k][2].US, c.again.Timestamp.UnixMicro(), "at a new time")
+			stored := before.Events[k][c.n-1].US // the database's last event's
+
+			e.flush(e.svc)
+			rows := readDB(t, e.db)
+			require.Equal(t, before.Sessions[k].UpdateUS, rows.Sessions[k].UpdateUS, "the row keeps the database's update time")
+			require.Equal(t, stored, rows.Sessions[k].UpdateUS, "the database's last event's time")
+			require.Equal(t, before.Events[k], rows.Events[k], "the database keeps its own e3")
+			e.requireBehindRows(k, c.n)
+			require.Equal(t, time.Duration(-2), e.pttl(sk.Session), "the older copy is let go of once flushed")
+			got := e.requireBehindGet(k, c.n)
+			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's events")
 		})
 	}
 }

@@ -68,7 +68,7 @@ type dbSession struct {
 	last    time.Time // the newest event's timestamp; zero without events
 	state   map[string]json.RawMessage
 	updated time.Time
-	has     map[string]bool // the batch's event ids the database holds
+	held    map[string]time.Time // the batch's event ids the database holds, with their timestamps
 }
 
 // rebaseTx returns b with the sessions and user states that Redis holds
@@ -158,9 +158,24 @@ func mayBeBehind(u *SessionUpsert, t tracked, f rowFacts) bool {
 // is behind (over). One at or below it is late: Redis's numbering is the
 // database's, and the database never got that event (its session row was
 // dead-lettered, and later events were written before the retry).
+//
+// An event the database holds at another time than u's was stored again by
+// a copy that lacked it (its id sent again through a handle read from an
+// older copy: docs/design.md, "Ids unknown to an older copy"): Redis is
+// behind as well (over), even when it gave the event the database's seq, and
+// its row (state, update time) is not the database's. A replay (the batch
+// of a flusher that died after its commit) carries the times the database
+// holds, but for a rebased batch's moved events (the database holds them
+// later): such a replay is below the row's rev and writes nothing, so an
+// event the database holds later counts only when the row would be written.
 func numberedOver(u *SessionUpsert, t tracked, db *dbSession) (over, late bool) {
 	for _, e := range u.Events {
-		if e.Seq > t.rev || db.has[e.ID] {
+		if at, ok := db.held[e.ID]; ok {
+			dbUS, copyUS := at.UnixMicro(), e.Timestamp.UnixMicro()
+			over = over || dbUS < copyUS || (dbUS > copyUS && u.Rev >= t.rev)
+			continue
+		}
+		if e.Seq > t.rev {
 			continue
 		}
 		if e.Seq > u.Flushed {
@@ -200,7 +215,7 @@ func rebaseSession(u *SessionUpsert, t tracked, db *dbSession) SessionUpsert {
 	prev := db.last
 	moved := int64(0)
 	for _, e := range u.Events {
-		if db.has[e.ID] {
+		if _, ok := db.held[e.ID]; ok {
 			continue
 		}
 		if e.Seq <= u.Flushed {
@@ -297,9 +312,9 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []Ses
 }
 
 // readDBSession reads what the database holds of session key, and which of
-// events it holds (by id).
+// events it holds (by id), at what times.
 func readDBSession(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, events []EventRow) (*dbSession, error) {
-	db := &dbSession{has: map[string]bool{}}
+	db := &dbSession{held: map[string]time.Time{}}
 	var last nullTime
 	if err := tx.QueryRowContext(ctx, `SELECT count(*), max("timestamp") FROM events
 WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.UserID, key.SessionID).Scan(&db.count, &last); err != nil {
@@ -315,7 +330,7 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 	}
 	db.state, db.updated = state, updated.t
 	for chunk := range slices.Chunk(events, 500) {
-		q := `SELECT id FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? AND id IN (?` +
+		q := `SELECT id, "timestamp" FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? AND id IN (?` +
 			strings.Repeat(", ?", len(chunk)-1) + `)`
 		args := []any{key.AppName, key.UserID, key.SessionID}
 		for _, e := range chunk {
@@ -327,11 +342,12 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 		}
 		for rows.Next() {
 			var id string
-			if err := rows.Scan(&id); err != nil {
+			var at dbTime
+			if err := rows.Scan(&id, &at); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
 			}
-			db.has[id] = true
+			db.held[id] = at.t
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

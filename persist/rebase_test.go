@@ -68,6 +68,53 @@ func TestApplyRebasesNumberedOver(t *testing.T) {
 	})
 }
 
+// TestApplyStoredAgain: Redis came back with an older copy that lacks the
+// database's last event e3, and e3's id was sent again through a handle read
+// from that copy: the copy stored it again, at the database's seq 3 but at
+// a new time, over its older state. Its batch holds only an event the
+// database holds, so it looks like a replay; but the time says the copy is
+// behind: the session is rebased (its row keeps the database's state and
+// update time, e3 is not written again) and its copy let go of. A replay of
+// the batch the database wrote (the same times) is still a replay.
+func TestApplyStoredAgain(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := migrated(t, b)
+		k := skey("s1")
+		first := upsert(k, inc1, 0, 3)
+		apply(t, s, &Batch{Sessions: []SessionUpsert{first}})
+		before, err := s.LoadSession(ctx, k, Window{})
+		must(t, err)
+		d := dump(t, s)
+		replay := &Batch{Sessions: []SessionUpsert{first}}
+		apply(t, s, replay)
+		// The replay's row is planned as it is: its update time, unchanged.
+		same(t, "a replay's update time", replay.Outcome.Updated[k], first.UpdateTime)
+		replay.Outcome.Updated = nil
+		same(t, "a replay's outcome", replay.Outcome, Outcome{})
+		same(t, "a replay changes nothing", dump(t, s), d)
+
+		again := upsert(k, inc1, 3, 3)
+		again.Flushed = 2
+		again.Events[0].Timestamp = eventTime(inc1, 3).Add(5 * time.Second)
+		again.UpdateTime = again.Events[0].Timestamp
+		again.State = map[string]json.RawMessage{"count": json.RawMessage(`2`)} // the older copy's
+		batch := &Batch{Sessions: []SessionUpsert{again}}
+		apply(t, s, batch)
+		// The rebased row keeps the database's update time (e3's, the first batch's).
+		same(t, "outcome", batch.Outcome, Outcome{Rebased: []SessionKey{k}, RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}},
+			Updated: map[SessionKey]time.Time{k: first.UpdateTime}})
+		ids, times := storedEvents(t, s, k)
+		same(t, "events", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3)})
+		same(t, "e3 at its stored time", times[2], eventTime(inc1, 3))
+		ls, err := s.LoadSession(ctx, k, Window{})
+		must(t, err)
+		same(t, "rev", ls.Rev, int64(3))
+		same(t, "state: the database's", jsonValue(t, ls.State), jsonValue(t, before.State))
+		same(t, "update time: the database's", ls.UpdateTime, before.UpdateTime)
+	})
+}
+
 // TestApplyLateEvents: a session's row was refused with e1 and e2, then e3
 // was written; the retried e1 and e2 (in either order) go in at their own
 // times, the row stays as the database holds it.
