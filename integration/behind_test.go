@@ -200,16 +200,8 @@ func TestFlushAllDuringBatch(t *testing.T) {
 	// the lock reads e4..e6 together.
 	e := newWB(t, srv.URL, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
 	ctx := wbCtx(t)
-	f := e.svc.NewFlusher(nil)
-	drain := func() {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for e.backlog(e.svc).Entries > 0 {
-			_, err := f.RunOnce(ctx)
-			require.NoError(t, err)
-			require.True(t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
-		}
-	}
+	f := newManualFlusher(t, e)
+	drain := f.drain
 	k := sessKey{"app", "u", "s"}
 	sess := e.create(e.svc, k.app, k.user, k.sid, map[string]any{"k": "v"})
 	for j := 1; j <= 3; j++ {
@@ -227,17 +219,8 @@ func TestFlushAllDuringBatch(t *testing.T) {
 	defer lock.Rollback()
 	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
 	require.NoError(t, err)
-	passed := make(chan error, 1)
-	go func() {
-		_, err := f.RunOnce(ctx)
-		passed <- err
-	}()
-	waitDB(t, "a flusher batch waiting on the row lock", func() bool {
-		var n int
-		require.NoError(t, e.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
-		return n > 0
-	})
+	passed := f.pass()
+	waitLockWaiter(t, e)
 
 	require.NoError(t, e.rdb.FlushAll(ctx).Err())
 	cold, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
@@ -256,6 +239,52 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
 	e.requireBehindRows(k, 8)
 	e.wipeNamespace()
 	e.requireBehindGet(k, 8)
+}
+
+// manualFlusher is a flusher a test runs pass by pass (its service has
+// Config.DisableFlusher), so that a batch holds what the test appended
+// before it: the background flusher may read a batch between two appends.
+type manualFlusher struct {
+	t *testing.T
+	e *wbEnv
+	f *service.Flusher
+}
+
+func newManualFlusher(t *testing.T, e *wbEnv) *manualFlusher {
+	return &manualFlusher{t: t, e: e, f: e.svc.NewFlusher(nil)}
+}
+
+// drain runs passes until the change log is empty, or fails after 60 s.
+func (m *manualFlusher) drain() {
+	m.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for m.e.backlog(m.e.svc).Entries > 0 {
+		_, err := m.f.RunOnce(wbCtx(m.t))
+		require.NoError(m.t, err)
+		require.True(m.t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
+	}
+}
+
+// pass starts one pass; its error comes on the channel when it returns.
+func (m *manualFlusher) pass() <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.f.RunOnce(wbCtx(m.t))
+		done <- err
+	}()
+	return done
+}
+
+// waitLockWaiter waits until a backend of the test's database waits on a
+// lock (a flusher's batch held by the test's row lock), or fails after 60 s.
+func waitLockWaiter(t *testing.T, e *wbEnv) {
+	t.Helper()
+	waitDB(t, "a flusher batch waiting on the row lock", func() bool {
+		var n int
+		require.NoError(t, e.db.QueryRowContext(wbCtx(t), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		return n > 0
+	})
 }
 
 // waitDB polls cond until it holds, or fails after 60 s.

@@ -217,7 +217,10 @@ func TestListAfterBatchOverLostCopy(t *testing.T) {
 		t.Run(fmt.Sprint("cold=", cold), func(t *testing.T) {
 			t.Parallel()
 			srv := testenv.StartRedis(t)
-			e := newWB(t, srv.URL, testenv.FreshDatabase(t), nil)
+			// The test runs the flusher's passes, so that the batch the
+			// row lock holds reads e4..e6 together.
+			e := newWB(t, srv.URL, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+			f := newManualFlusher(t, e)
 			ctx := wbCtx(t)
 			base := time.Now().Truncate(time.Millisecond)
 			ka, kb := sessKey{"app", "u", "a"}, sessKey{"app", "u", "b"}
@@ -227,7 +230,7 @@ func TestListAfterBatchOverLostCopy(t *testing.T) {
 				e.stampedEvent(a, fmt.Sprint("e", j), base.Add(time.Duration(j)*time.Second))
 			}
 			e.stampedEvent(b, "b1", base.Add(4*time.Second))
-			e.flush(e.svc)
+			f.drain()
 
 			lock, err := e.db.BeginTx(ctx, nil)
 			require.NoError(t, err)
@@ -237,12 +240,8 @@ func TestListAfterBatchOverLostCopy(t *testing.T) {
 			for j := 4; j <= 6; j++ {
 				e.stampedEvent(a, fmt.Sprint("e", j), base.Add(time.Duration(j+1)*time.Second))
 			}
-			waitDB(t, "a flusher batch waiting on the row lock", func() bool {
-				var n int
-				require.NoError(t, e.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
-				return n > 0
-			})
+			passed := f.pass()
+			waitLockWaiter(t, e)
 			require.NoError(t, e.rdb.FlushAll(ctx).Err())
 			if cold {
 				got, err := e.svc.Get(ctx, &service.GetRequest{AppName: "app", UserID: "u", SessionID: "a"})
@@ -251,7 +250,8 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
 			}
 			require.Equal(t, e.listed(kb, ka), e.walk("app", "u", 10), "before the batch: the database's times")
 			require.NoError(t, lock.Commit())
-			waitDB(t, "the batch's e4..e6 committed", func() bool { return len(readDB(t, e.db).Events[ka]) == 6 })
+			require.NoError(t, <-passed)
+			require.Len(t, readDB(t, e.db).Events[ka], 6, "the batch in flight committed e4..e6")
 			want := readDB(t, e.db).Sessions[ka].UpdateUS
 			deadline := time.Now().Add(30 * time.Second)
 			for e.indexScore(ka) != want && time.Now().Before(deadline) {
