@@ -442,7 +442,6 @@ WHERE app_name = $1 AND user_id = $2`, []any{k.app, k.user, j, id, ts}},
 func TestUserBehindDatabase(t *testing.T) {
 	t.Parallel()
 	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
-	ctx := wbCtx(t)
 	a := e.create(e.svc, "app", "u", "a", nil)
 	e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
 	e.flush(e.svc)
@@ -457,11 +456,18 @@ func TestUserBehindDatabase(t *testing.T) {
 	e.mustAppend(e.svc, b, "i3", "three", map[string]any{"user:y": 3})
 	e.flush(e.svc)
 	want := map[string]any{"k": float64(2), "x": float64(2), "y": float64(3)}
-	require.Equal(t, want, readDB(t, e.db).Users[[2]string{"app", "u"}])
 	require.Equal(t, time.Duration(-2), e.pttl(userKey), "the older copy is let go of once flushed")
-	got, err := e.svc.GetUserState(ctx, "app", "u")
-	require.NoError(t, err)
-	require.Equal(t, want, got)
+	e.requireUserState("app", "u", want) // a read puts it back from the database
+}
+
+// requireUserState checks a user's state in the database and as
+// GetUserState serves it.
+func (e *wbEnv) requireUserState(app, user string, want map[string]any) {
+	e.t.Helper()
+	require.Equal(e.t, want, readDB(e.t, e.db).Users[[2]string{app, user}], "user_states of %s/%s", app, user)
+	got, err := e.svc.GetUserState(wbCtx(e.t), app, user)
+	require.NoError(e.t, err)
+	require.Equal(e.t, want, got, "GetUserState of %s/%s", app, user)
 }
 
 // TestAppBehindDatabase: Redis comes back holding an older copy of an app's
@@ -757,10 +763,7 @@ func TestUserBehindUncarriedDeltas(t *testing.T) {
 			for k, v := range c.want {
 				want[k] = v
 			}
-			require.Equal(t, want, readDB(t, e.db).Users[[2]string{"app", "u"}])
-			got, err := e.svc.GetUserState(wbCtx(t), "app", "u")
-			require.NoError(t, err)
-			require.Equal(t, want, got)
+			e.requireUserState("app", "u", want)
 		})
 	}
 }

@@ -86,30 +86,25 @@ func TestTakeoverAfterClose(t *testing.T) {
 
 // TestTakeoverAfterCrash: a flusher that dies (it stops renewing, and
 // gives nothing up) keeps its shards for its lease time, Config.
-// FlushLeaseTTL: its leases expire within 1 s here (not the default 15 s),
-// then another process flushes them.
+// FlushLeaseTTL: its leases expire within 5 s here (not the default 15 s;
+// long enough that the pass which takes them ends before the first expires,
+// even on a loaded machine), then another process flushes them.
 func TestTakeoverAfterCrash(t *testing.T) {
 	t.Parallel()
 	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) {
 		c.DisableFlusher = true
-		c.FlushLeaseTTL = time.Second
+		c.FlushLeaseTTL = 5 * time.Second
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	shards := takeoverFleet(t, e, e.svc, "a", 40)
 	crashed := e.svc.NewFlusher(nil)
-	began := time.Now()
 	_, err := crashed.RunOnce(ctx) // takes the leases, flushes a batch, then "dies": never stopped
 	require.NoError(t, err)
-	// Every lease is held until its time ends, and for no longer. (On a
-	// loaded machine the pass itself may outlast the first leases it took:
-	// then only the ones left are counted.)
-	if time.Since(began) < 500*time.Millisecond {
-		require.Equal(t, len(shards), e.heldLeases(shards))
-	}
+	require.Equal(t, len(shards), e.heldLeases(shards))
 	for shard := range shards {
 		ttl := e.pttl(e.keys.ShardKeys(shard).Lease)
-		require.True(t, ttl == -2 || ttl > 0 && ttl <= time.Second, "lease of shard %d for %s, want at most FlushLeaseTTL (1s)", shard, ttl)
+		require.True(t, ttl > 0 && ttl <= 5*time.Second, "lease of shard %d for %s, want at most FlushLeaseTTL (5s)", shard, ttl)
 	}
 	takeoverFleet(t, e, e.svc, "b", 40)
 
