@@ -17,7 +17,10 @@ const DefaultShards = 64
 // another version (docs/operations.md, "Upgrading"). A namespace written
 // before the version was recorded holds version 1. It goes up with any
 // change of the layout that code of the version before would misread.
-const LayoutVersion = 1
+// Version 2: the compaction index (fields x* of the undo hash, kept by
+// append.lua and rewind.lua), which a process of version 1 would leave
+// behind its appends.
+const LayoutVersion = 2
 
 // Keys builds every Redis key adksession uses. Nothing else in the module
 // knows a key name. Layout lists them all; docs/redis-keys.md is the same
@@ -50,8 +53,8 @@ var Layout = []KeySpec{
 		"append.lua (temp: keys of the running invocation); end_invocation.lua and the next invocation delete it; flushed.lua (m:tinv, when it lets go of a rebased session's keys), hydrate.lua removes m:tinv",
 		"get.lua with an invocation id: field = \"temp:<key>\", value JSON; hydrate.lua, end_invocation.lua: m:tinv = the invocation that owns the hash while the session hash that names it is gone (put back into it by hydrate.lua)"},
 	{"<ns>adk:{<shard>}:r:<app>:<user>:<sid>", "hash", "as the session hash",
-		"create.lua (m:from, c), fork.lua (c only: a fork's rewinds replay its history), append.lua and rewind.lua (while m:from is set); delete.lua; flusher trims <seq> fields below the cached tail (setting the i:<inv> they name to 0) and raises m:from",
-		"rewind.lua: m:from = oldest seq undo records cover, c = create-time session state (JSON object), a:<file> = current artifact version, i:<inv> = seq of the invocation's first event (0: older than the records), <seq> = JSON {i: invocation when first, s: [key, previous JSON value or false], a: [file, previous version or false]}"},
+		"create.lua (m:from, c), fork.lua (c only: a fork's rewinds replay its history), append.lua and rewind.lua (while m:from is set; x* fields, the compaction index, while the session hash has m:undo); delete.lua; flusher trims <seq> fields below the cached tail (setting the i:<inv> they name to 0) and raises m:from",
+		"rewind.lua: m:from = oldest seq undo records cover, c = create-time session state (JSON object), a:<file> = current artifact version, i:<inv> = seq of the invocation's first event (0: older than the records), <seq> = JSON {i: invocation when first, s: [key, previous JSON value or false], a: [file, previous version or false]}; get.lua (a compacted view, while m:undo is set and Redis holds every event): the compaction index (lib.lua), where a ref is \"<seq>/<ts µs>\": xH = ref of the frontier list's head, xc<seq> = \"<start µs> <end µs> <next ref or 0>\" (a plain compaction in the list), xA = number of events every view reads and xa<n> = the nth (rewinds, the first events they rewind to, compactions that cover nothing, scoped events), xi<inv> = \"<ref of its first event> <frontier head before it or 0>\", xo<id> = ref of the first call of id with arguments, xC<id> / xR<id> = refs of the events calling / answering id, xq<seq> / xp<seq> = an event's call ids / the response ids it answers, xS<scope> = ref of the scope's first event and xs<seq> = that event's scope, xh = ref of the first event with actions.compaction, xj = \"<ref> <endTime µs>\" of ADK JS's last compacted event"},
 	{"<ns>adk:{<shard>}:i:<app>:<user>:<sid>", "zset", "as the session hash",
 		"create.lua and delete.lua (remove it), append.lua, fork.lua, hydrate.lua; flusher trims it with the events; prune_fence.lua deletes it",
 		"append.lua: member = event id, score = its seq; holds exactly the ids of the cached events (a retried event id is answered with the stored event)"},

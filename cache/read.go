@@ -34,6 +34,10 @@ type Snapshot struct {
 	AppCached      bool              // Redis holds the app's state hash
 	Events         []EventRecord     // ascending
 	Temp           map[string]string // "temp:x" -> JSON, when asked for its invocation
+	// Indexed: Events were read from the compaction index (GetArgs.Compacted):
+	// a superset of the compacted view within the history, which
+	// service.CompactedView of them turns into the view.
+	Indexed bool
 }
 
 // parse fills s from the replies of get.lua / append.lua.
@@ -181,6 +185,10 @@ type GetArgs struct {
 	After          int64 // keep events with timestamp >= After µs; < 0 = no bound
 	NumRecent      int   // keep the newest NumRecent of those; 0 = all
 	InvocationID   string
+	// Compacted reads the events of the compacted view instead of a window
+	// (After < 0, NumRecent 0): from the compaction index when Redis holds
+	// it and every event (Snapshot.Indexed), else every cached event.
+	Compacted bool
 }
 
 // Get reads a session, its user and app state and a window of its events in
@@ -193,8 +201,8 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 		// Stored timestamps are below 2^53 µs (the scripts refuse others).
 		after = strconv.FormatInt(min(a.After, maxScore), 10)
 	}
-	keys := []string{k.Session, k.Events, k.Temp, k.User}
-	args := []any{after, a.NumRecent, a.InvocationID, boolArg(s.durable)}
+	keys := []string{k.Session, k.Events, k.Temp, k.User, k.Undo}
+	args := []any{after, a.NumRecent, a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)}
 	var script *redis.Cmd
 	var app *redis.MapStringStringCmd
 	for attempt := 0; ; attempt++ {
@@ -225,6 +233,7 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	if err := snap.parse(v[1], v[2], v[3], v[4]); err != nil {
 		return nil, err
 	}
+	snap.Indexed = v[5].(int64) == 1
 	if snap.App, _, err = stateHash(app.Val()); err != nil {
 		return nil, err
 	}

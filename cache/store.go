@@ -293,6 +293,9 @@ type AppendArgs struct {
 	// Artifacts are the event's session-scoped artifact versions (file
 	// name, version): what a rewind restores.
 	Artifacts []Pair
+	// Index is the event's entry in the compaction index (append.lua's
+	// ARGV[14]; "" when the index needs nothing of it).
+	Index string
 }
 
 // AppendResult is what Append did.
@@ -331,7 +334,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	}
 	keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
-	v := newArgv(keys, 22+2*pairs, 14+2*pairs, 6)
+	v := newArgv(keys, 23+2*pairs, 15+2*pairs, 6)
 	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID} {
 		v.str(x)
 	}
@@ -355,7 +358,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 		v.str("-inf")
 	}
 	v.int(a.Ts)
-	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost, a.EventID, boolArg(a.CheckID)} {
+	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost, a.EventID, boolArg(a.CheckID), a.Index} {
 		v.str(x)
 	}
 	// Each scope's pairs, then what applies to them only when there are any:

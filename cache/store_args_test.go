@@ -20,11 +20,11 @@ func TestAppendCommandLayout(t *testing.T) {
 	a := AppendArgs{App: "app", User: "u", SID: "s", HandleRev: 41, Incarnation: 1735787045123456, Ts: 1735787045223456,
 		InvocationID: "inv", EventID: "ev", CheckID: true, EventPre: `{"t":`, EventPost: `}`,
 		Delta:     StateDelta{Session: []Pair{{"k", "1"}}, User: []Pair{{"n", `"x"`}}, Temp: []Pair{{"temp:t", "true"}}, App: []Pair{{"a", "2"}}, AppJSON: `{"a":2}`, AppOrder: 7},
-		Artifacts: []Pair{{"f.txt", "3"}}}
+		Artifacts: []Pair{{"f.txt", "3"}}, Index: "c4:call"}
 	k := keys.Session("app", "u", "s")
 	head := []string{"8", k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	head = append(head, keys.Wake(), "app", "u", "s")
-	tail := []string{"1735787045223456", "inv", `{"t":`, `}`, "ev", "1",
+	tail := []string{"1735787045223456", "inv", `{"t":`, `}`, "ev", "1", "c4:call",
 		"1", "k", "1", "9", "1", "n", `"x"`, "8", "1", "temp:t", "true", "3600000", "1", "f.txt", "3", `{"a":2}`, "7"}
 	for _, c := range []struct {
 		tweak func(*AppendArgs)

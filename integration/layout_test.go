@@ -13,7 +13,8 @@ import (
 )
 
 // TestLayoutVersion: Open records the key layout version in <ns>adk:meta
-// (and the version of a namespace written before it was recorded, 1), and
+// (and the version of a namespace written before it was recorded, 1, which
+// it refuses as another version), and
 // refuses a namespace that holds another version with ErrLayoutVersion
 // naming both versions and the upgrade path, writing nothing
 // (docs/operations.md, "Upgrading").
@@ -39,10 +40,15 @@ func TestLayoutVersion(t *testing.T) {
 	require.NoError(t, open())
 	require.Equal(t, want, rdb.HGetAll(ctx, keys.Meta()).Val(), "a new namespace records its layout")
 
-	// A namespace written before the version was recorded: version 1.
+	// A namespace written before the version was recorded: version 1, which
+	// this version (2) refuses.
 	require.NoError(t, rdb.HDel(ctx, keys.Meta(), "layout").Err())
-	require.NoError(t, open())
+	err = open()
+	require.ErrorIs(t, err, service.ErrLayoutVersion)
+	require.Contains(t, err.Error(), "holds key layout version 1")
 	require.Equal(t, "1", rdb.HGet(ctx, keys.Meta(), "layout").Val())
+	require.NoError(t, rdb.HSet(ctx, keys.Meta(), "layout", cache.LayoutVersion).Err())
+	require.NoError(t, open())
 
 	require.NoError(t, rdb.HSet(ctx, keys.Meta(), "layout", cache.LayoutVersion+1).Err())
 	before := rdb.HGetAll(ctx, keys.Meta()).Val()

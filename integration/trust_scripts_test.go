@@ -303,7 +303,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 	v := e.keys.Session("app", "v", "")
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
 	goodAppend := func() []any {
-		return []any{"0", "app", "u", "s", "1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "x", "0",
+		return []any{"0", "app", "u", "s", "1", inc, "", "1000", "inv2", `{"id":"x","timestamp":`, `}`, "x", "0", "",
 			"1", "k", "1", "0", "0", "0", "0"}
 	}
 	with := func(args []any, i int, v any) []any { args[i] = v; return args }
@@ -322,20 +322,24 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"append: handle revision not an integer", lua.Append, appendKeys, with(goodAppend(), 4, "1.5")},
 		{"append: update time not an integer", lua.Append, appendKeys, with(goodAppend(), 4, "=soon")},
 		{"append: incarnation not an integer", lua.Append, appendKeys, with(goodAppend(), 5, "x")},
-		{"append: temp TTL not an integer", lua.Append, appendKeys, append(goodAppend()[:18], "1", "temp:t", "2", "1h", "0")},
-		{"append: temp TTL missing", lua.Append, appendKeys, append(goodAppend()[:18], "1", "temp:t", "2", "0")},
+		{"append: temp TTL not an integer", lua.Append, appendKeys, append(goodAppend()[:19], "1", "temp:t", "2", "1h", "0")},
+		{"append: temp TTL missing", lua.Append, appendKeys, append(goodAppend()[:19], "1", "temp:t", "2", "0")},
 		{"append: timestamp beyond 2^53", lua.Append, appendKeys, with(goodAppend(), 7, "253402214400000000")},
 		{"append: timestamp not an integer", lua.Append, appendKeys, with(goodAppend(), 7, "1.5")},
 		{"append: timestamp in exponent form", lua.Append, appendKeys, with(goodAppend(), 7, "2.534022144e+17")},
-		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 13, "9000")},
+		{"append: pairs beyond the arguments", lua.Append, appendKeys, with(goodAppend(), 14, "9000")},
 		{"append: app order not an integer", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`, "x")},
 		{"append: app order missing", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`)},
 		{"append: app delta empty", lua.Append, appendKeys, append(goodAppend(), "", "5")},
 		{"append: an argument too many", lua.Append, appendKeys, append(goodAppend(), `{"a":1}`, "5", "extra")},
-		{"append: state cap not an integer", lua.Append, appendKeys, with(goodAppend(), 16, "1.5")},
-		{"append: state cap missing", lua.Append, appendKeys, append(goodAppend()[:16], "0", "0", "0")},
-		{"append: user state cap missing", lua.Append, appendKeys, append(goodAppend()[:17], "1", "k", "1", "0", "0")},
-		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:19], "1", "f.txt", "v2")},
+		{"append: state cap not an integer", lua.Append, appendKeys, with(goodAppend(), 17, "1.5")},
+		{"append: state cap missing", lua.Append, appendKeys, append(goodAppend()[:17], "0", "0", "0")},
+		{"append: user state cap missing", lua.Append, appendKeys, append(goodAppend()[:18], "1", "k", "1", "0", "0")},
+		{"append: index entry with an unknown tag", lua.Append, appendKeys, with(goodAppend(), 13, "z0:")},
+		{"append: index entry cut short", lua.Append, appendKeys, with(goodAppend(), 13, "c9:call")},
+		{"append: index entry's range not two integers", lua.Append, appendKeys, with(goodAppend(), 13, "k3:1 x")},
+		{"append: index entry's endTime not an integer", lua.Append, appendKeys, with(goodAppend(), 13, "j3:1.5")},
+		{"append: artifact version not an integer", lua.Append, appendKeys, append(goodAppend()[:20], "1", "f.txt", "v2")},
 		{"create: create time beyond 2^53", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "app", "u", "new", "1e300", "u:new", "", "token", "", "0", "0", "0", "0"}},
@@ -422,7 +426,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 		code int64
 	}{
 		{"stale handle", with(goodAppend(), 4, "0"), -3},
-		{"session state cap", with(goodAppend(), 16, "1"), -12},
+		{"session state cap", with(goodAppend(), 17, "1"), -12},
 	} {
 		before := e.dump()
 		r, err := e.rdb.Eval(ctx, lua.Append, appendKeys, c.args...).Slice()

@@ -76,7 +76,7 @@ func (l *Loader) completeApp(ctx context.Context, app string, snap *cache.Snapsh
 // olderEvents adds events older than the cached tail when the window
 // reaches past it.
 func (l *Loader) olderEvents(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) error {
-	if l.opts.DB == nil || snap.First <= 1 {
+	if l.opts.DB == nil || snap.First <= 1 || snap.Indexed {
 		return nil
 	}
 	if a.NumRecent > 0 && len(snap.Events) >= a.NumRecent {

@@ -29,7 +29,8 @@
 --             of a session Redis holds behind what the caller read (its handle's revision or update time
 --             above the stored ones: an older copy), is answered {-9}; "0" otherwise (a fresh id, or one
 --             the database does not hold)
--- ARGV[14] -> number of session pairs S, then S pairs (key, JSON value), then (only when S > 0) the cap of the
+-- ARGV[14] -> the event's entry in the compaction index (lib.lua, index_read; "" when it needs none)
+-- ARGV[15] -> number of session pairs S, then S pairs (key, JSON value), then (only when S > 0) the cap of the
 --             session's state total in bytes (lib.lua; 0: none)
 -- then U, then U user pairs (key without "user:"; logged too, as one JSON object, field w, for the flusher's
 -- rebase of a user Redis holds behind the database), then (only when U > 0) the cap of the user's state total;
@@ -63,7 +64,8 @@ local inv = ARGV[9]
 local durable = ARGV[1] ~= ''
 local id = ARGV[12]
 local checkid = ARGV[13] == '1'
-local svals, s, i = argv_pairs(14, 's:')
+local xent = ARGV[14] ~= '' and index_read(ARGV[14])
+local svals, s, i = argv_pairs(15, 's:')
 local scap, ucap, ttl = false, false, false
 if s > 0 then
   scap, i = argv_int(i, 0, MAX_INT), i + 1
@@ -260,6 +262,11 @@ if covered then
   if #parts > 0 then
     redis.call('HSET', undo, seqs, table.concat(parts))
   end
+end
+
+-- The compaction index (lib.lua), kept with the undo records.
+if covered and (xent or meta[4] ~= inv) then
+  index_event(undo, seqs, tss, inv, xent or INDEX_NONE, meta[4] ~= inv)
 end
 
 -- The user: keys, logged for the flusher's rebase of a user Redis holds behind the database (field w).

@@ -7,22 +7,159 @@
 -- ARGV[1] -> keep events with timestamp >= this µs ("" = no bound)
 -- ARGV[2] -> keep the newest N of those (0 = all)
 -- ARGV[3] -> invocation id whose temp state to include ("" = none)
+-- KEYS[5] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (its compaction index, lib.lua)
 -- ARGV[4] -> "1" when a database backs Redis (a missing user hash means evicted or flushed away)
--- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat)};
+-- ARGV[5] -> "1" for the events of a compacted view instead of a window (ARGV[1] and ARGV[2] then "" and 0)
+-- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat),
+--         indexed}: indexed = 1 when the events are read from the compaction index (a superset of the view,
+--         within the history, that CompactedView of it turns into the view), 0 when they are the cached
+--         events (the compacted view is taken of the whole history);
 --         {-1} not cached, {-2} deleted, {-4} user state not cached, {-5} cache incomplete (evicted keys).
 -- Bad arguments are an error reply.
--- Cost: O(log n + k) for n cached events and k returned.
-local sess, events, temp, user = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- Cost: O(log n + k) for n cached events and k returned; a compacted view from the index O(log n + k) for k
+-- events of the superset it reads (docs/design.md, "The compacted view").
+local sess, events, temp, user, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local compacted = ARGV[5] == '1'
 local after, n = ARGV[1], argv_int(2, 0, MAX_INT)
 if after ~= '' then
   after = int(argv_int(1, 0, MAX_INT))
+end
+
+-- seqs_of lists the keys of a table.
+local function seqs_of(t)
+  local out = {}
+  for q in pairs(t) do
+    out[#out + 1] = q
+  end
+  return out
+end
+
+-- compacted_events reads, from the compaction index of a session whose events Redis holds from the first
+-- (lib.lua), a superset of its compacted view within the history: the frontier list's compactions, the events
+-- its ranges leave uncovered, the events every view reads (rewinds and the first events they rewind to,
+-- compactions that cover nothing, scoped events), each scope's first call, the first event with
+-- actions.compaction, ADK JS's last compacted event and the events after its endTime, and for every
+-- response those answer the events that call it and the answers to their calls.
+local function compacted_events(events, undo)
+  local x = redis.call('HMGET', undo, 'xh', 'xj', 'xH', 'xA')
+  if not x[1] and not x[2] then
+    return redis.call('ZRANGE', events, 0, -1, 'WITHSCORES') -- no compaction: the view is the history
+  end
+  local want, got = {}, {}
+  local function add(ref)
+    local q = tonumber(index_seq(ref))
+    if not want[q] then
+      want[q] = true
+    end
+  end
+  local function take(lo, hi)
+    local r = redis.call('ZRANGE', events, lo, hi, 'BYSCORE', 'WITHSCORES')
+    for j = 1, #r, 2 do
+      local q = tonumber(string.match(r[j], '^(%d+):'))
+      want[q], got[q] = r, j
+    end
+  end
+  local all = false
+  if x[2] then
+    local ref, e = string.match(x[2], '^(%S+) ?(.*)$')
+    add(ref)
+    if e == '' then
+      all = true
+    else
+      take('(' .. e, '+inf')
+    end
+  end
+  if all then
+    return redis.call('ZRANGE', events, 0, -1, 'WITHSCORES')
+  end
+  local n = tonumber(x[4]) or 0
+  if n > 0 then
+    local f = {}
+    for j = 1, n do
+      f[j] = 'xa' .. int(j)
+    end
+    local refs = hmget_chunked(undo, f)
+    for j = 1, #refs do
+      add(refs[j])
+    end
+  end
+  if x[1] then
+    add(x[1])
+    local ranges, h = {}, x[3]
+    while h and h ~= '0' do
+      add(h)
+      local s, e, l = index_member(undo, h)
+      ranges[#ranges + 1] = {s, e}
+      h = l
+    end
+    table.sort(ranges, function(a, b) return a[1] < b[1] end)
+    local lo = '-inf'
+    local top
+    for j = 1, #ranges do
+      local s, e = ranges[j][1], ranges[j][2]
+      if not top or s > top then
+        take(lo, '(' .. int(s))
+      end
+      if not top or e > top then
+        top = e
+        lo = '(' .. int(e)
+      end
+    end
+    take(lo, '+inf')
+    -- Each scope's first call with arguments (a scoped agent's first turn comes from it).
+    local seqs = seqs_of(want)
+    for j = 1, #seqs do
+      local scope = redis.call('HGET', undo, 'xs' .. int(seqs[j]))
+      if scope then
+        local o = redis.call('HGET', undo, 'xo' .. scope)
+        if o then
+          add(o)
+        end
+      end
+    end
+  end
+  -- The calls of every response read, and the answers to those calls.
+  local seqs = seqs_of(want)
+  local calls = {}
+  for j = 1, #seqs do
+    local ids = index_values(redis.call('HGET', undo, 'xp' .. int(seqs[j])))
+    for m = 1, #ids do
+      for ref in string.gmatch(redis.call('HGET', undo, 'xC' .. ids[m]) or '', '%S+') do
+        add(ref)
+        calls[#calls + 1] = index_seq(ref)
+      end
+    end
+  end
+  for j = 1, #calls do
+    local ids = index_values(redis.call('HGET', undo, 'xq' .. calls[j]))
+    for m = 1, #ids do
+      for ref in string.gmatch(redis.call('HGET', undo, 'xR' .. ids[m]) or '', '%S+') do
+        add(ref)
+      end
+    end
+  end
+  -- The events, by rank (the events zset holds seqs 1 to the last), in seq order.
+  seqs = seqs_of(want)
+  table.sort(seqs)
+  local out = {}
+  for j = 1, #seqs do
+    local q = seqs[j]
+    local r, at = want[q], got[q]
+    if r == true then
+      r, at = redis.call('ZRANGE', events, q - 1, q - 1, 'WITHSCORES'), 1
+    end
+    if r[at] then
+      out[#out + 1], out[#out + 2] = r[at], r[at + 1]
+    end
+  end
+  return out
 end
 
 local h = redis.call('HGETALL', sess)
 if #h == 0 then
   return {-1}
 end
-local meta = redis.call('HMGET', sess, 'm:del', 'm:cnt', 'm:tinv')
+local meta = redis.call('HMGET', sess, 'm:del', 'm:cnt', 'm:tinv', 'm:undo', 'm:first', 'm:ttl')
 if meta[1] == '1' then
   return {-2}
 end
@@ -33,8 +170,10 @@ if ARGV[4] == '1' and redis.call('EXISTS', user) == 0 then
   return {-4}
 end
 
-local ev
-if after == '' and n == 0 then
+local ev, indexed = nil, 0
+if compacted and meta[4] == '1' and meta[5] == '1' and (meta[6] ~= '1' or redis.call('EXISTS', undo) == 1) then
+  ev, indexed = compacted_events(events, undo), 1
+elseif after == '' and n == 0 then
   ev = redis.call('ZRANGE', events, 0, -1, 'WITHSCORES')
 elseif after == '' then
   ev = redis.call('ZRANGE', events, -n, -1, 'WITHSCORES')
@@ -53,4 +192,4 @@ local t = {}
 if ARGV[3] ~= '' and meta[3] == ARGV[3] then
   t = redis.call('HGETALL', temp)
 end
-return {0, h, redis.call('HGETALL', user), ev, t}
+return {0, h, redis.call('HGETALL', user), ev, t, indexed}

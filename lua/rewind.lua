@@ -231,6 +231,10 @@ end
 local seq, ts, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
   {rev = rev, ut = ut, cnt = cnt, tinv = meta[4], ttl = expiring, undo = meta[8] == '1', covered = covered},
   seqs, ts0, inv, ARGV[8], post, ARGV[11], set)
+-- The compaction index (lib.lua), kept with the undo records.
+if covered then
+  index_event(undo, seqs, tss, inv, {w = ARGV[5], c = {}, o = {}, r = {}, cs = {}, ps = {}}, meta[4] ~= inv)
+end
 
 if durable then
   redis.call('PERSIST', uindex)

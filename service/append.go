@@ -130,6 +130,7 @@ func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, err
 		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
 		CheckID:  ev.ID != "" && s.db != nil,
 		EventPre: pre, EventPost: post, Delta: p.delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
+		Index: compactionIndexEntry(stored),
 	}}, nil
 }
 

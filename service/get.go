@@ -64,7 +64,7 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	}
 	snap, err := s.loader.Get(ctx, cache.GetArgs{
 		App: req.AppName, User: req.UserID, SID: req.SessionID,
-		After: after, NumRecent: numRecent, InvocationID: req.InvocationID,
+		After: after, NumRecent: numRecent, InvocationID: req.InvocationID, Compacted: req.Compacted,
 	})
 	switch {
 	case errors.Is(err, ErrNotFound):

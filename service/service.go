@@ -141,9 +141,15 @@ func (s *Service) checkLayout(ctx context.Context, keys cache.Keys) error {
 	meta := keys.Meta()
 	got, err := s.rdb.HMGet(ctx, meta, "shards", "layout").Result()
 	if err == nil && (got[0] == nil || got[1] == nil) {
+		// A namespace with a shard count and no version was written before
+		// the version was recorded: version 1.
+		version := cache.LayoutVersion
+		if got[0] != nil {
+			version = 1
+		}
 		pipe := s.rdb.TxPipeline()
 		pipe.HSetNX(ctx, meta, "shards", keys.Shards())
-		pipe.HSetNX(ctx, meta, "layout", cache.LayoutVersion)
+		pipe.HSetNX(ctx, meta, "layout", version)
 		read := pipe.HMGet(ctx, meta, "shards", "layout")
 		if _, err = pipe.Exec(ctx); err == nil {
 			got = read.Val()

@@ -1,0 +1,145 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/integration/testenv"
+)
+
+// TestCompactedViewThroughTheStore runs the property's random histories
+// (TestCompactedViewProperty, both forms) through the real store: appended
+// one by one through AppendEvent, then read with Get{Compacted: true} with
+// Redis holding the whole session (the compaction index's read), with Redis
+// holding only the newest 3 events (MaxCachedEvents, after the flush) and
+// with Redis holding none of it (a cold read from Postgres). Every time the
+// view is exactly CompactedView of the history, and ADK's processing of it
+// equals that of the history (the property's checkers). Of the warm read it
+// also checks what the index gives Redis's script: events of the history, in
+// order, a view themselves (the checkers accept them), fewer than the
+// history's overall.
+func TestCompactedViewThroughTheStore(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dbURL := testenv.FreshDatabase(t)
+	require.NoError(t, Migrate(ctx, dbURL))
+	svc, err := Open(ctx, Config{RedisURL: testenv.RedisURL(t), DatabaseURL: dbURL, Namespace: testenv.UniqueName(t, "cview-") + ":",
+		MaxCachedEvents: 3, DisableFlusher: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	flusher := svc.NewFlusher(nil)
+	flush := func() {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			b, err := svc.Backlog(ctx)
+			require.NoError(t, err)
+			if b.Entries == 0 {
+				return
+			}
+			_, err = flusher.RunOnce(ctx)
+			require.NoError(t, err)
+			require.True(t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
+		}
+	}
+
+	histories := max(*compactionHistories/5, 10)
+	for _, js := range []bool{false, true} {
+		form := map[bool]string{false: "python", true: "js"}[js]
+		t.Run(form, func(t *testing.T) {
+			var events, read, kept int
+			for seed := int64(1); seed <= int64(histories); seed++ {
+				h := newHistoryGen(seed, js).history()
+				sid := fmt.Sprintf("%s-%d", form, seed)
+				byID := map[string]*Event{}
+				for _, e := range h {
+					byID[e.ID] = e
+				}
+				// mapped is the history's events with the ids of got, in got's
+				// order: what the checkers compare (they match events by identity).
+				mapped := func(why string, got []*Event) []*Event {
+					t.Helper()
+					out := make([]*Event, len(got))
+					for i, e := range got {
+						out[i] = byID[e.ID]
+						require.NotNil(t, out[i], "seed %d %s: event %s is not of the history", seed, why, e.ID)
+						require.True(t, e.Timestamp.Equal(out[i].Timestamp), "seed %d %s: event %s's time", seed, why, e.ID)
+					}
+					return out
+				}
+				accepts := func(why string, view []*Event) {
+					t.Helper()
+					var problem string
+					if js {
+						problem = checkJSView(h, view)
+					} else {
+						var leading int
+						problem = checkPythonView(h, view, &leading)
+					}
+					require.Empty(t, problem, "seed %d %s\nhistory:\n%s", seed, why, describe(h))
+				}
+				want := CompactedView(h)
+				check := func(why string) {
+					t.Helper()
+					resp, err := svc.Get(ctx, &GetRequest{AppName: "app", UserID: "u", SessionID: sid, Compacted: true})
+					require.NoError(t, err, why)
+					got := mapped(why, slices.Collect(resp.Session.Events().All()))
+					require.Equal(t, ids(want), ids(got), "seed %d %s: CompactedView of the history", seed, why)
+					accepts(why, got)
+				}
+
+				created, err := svc.Create(ctx, &CreateRequest{AppName: "app", UserID: "u", SessionID: sid})
+				require.NoError(t, err)
+				for _, e := range h {
+					b, err := json.Marshal(e)
+					require.NoError(t, err)
+					var c Event
+					require.NoError(t, json.Unmarshal(b, &c))
+					require.NoError(t, svc.AppendEvent(ctx, created.Session, &c), "seed %d event %s", seed, e.ID)
+					require.True(t, c.Timestamp.Equal(e.Timestamp), "seed %d event %s keeps its time", seed, e.ID)
+				}
+
+				// Warm: what the index gives the script.
+				snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+				require.NoError(t, err)
+				require.True(t, snap.Indexed, "seed %d: the view is read from the index", seed)
+				decoded, err := decodeEvents(snap.Events)
+				require.NoError(t, err)
+				superset := mapped("index read", decoded)
+				positions := make([]int, len(superset))
+				for i, e := range superset {
+					positions[i] = slices.Index(h, e)
+				}
+				require.True(t, slices.IsSorted(positions), "seed %d: the index read is in history order", seed)
+				require.Len(t, slices.Compact(slices.Clone(positions)), len(positions), "seed %d: no event twice", seed)
+				require.Equal(t, ids(want), ids(CompactedView(superset)), "seed %d: CompactedView of the index read", seed)
+				accepts("index read", superset)
+				check("warm")
+
+				flush()
+				snap, err = svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+				require.NoError(t, err)
+				require.Greater(t, snap.First, int64(1), "seed %d: Redis holds only the newest events", seed)
+				check("newest events cached")
+
+				k := svc.cache.Keys().Session("app", "u", sid)
+				require.NoError(t, svc.rdb.Del(ctx, append(k.Owned(), k.Session)...).Err())
+				check("cold")
+
+				events += len(h)
+				read += len(superset)
+				kept += len(want)
+			}
+			t.Logf("%s: %d histories, %d events; the index reads %d, the view keeps %d", form, histories, events, read, kept)
+			require.Less(t, read, events, "the index reads fewer events than the histories hold")
+		})
+	}
+}
