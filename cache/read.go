@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -35,9 +36,90 @@ type Snapshot struct {
 	Events         []EventRecord     // ascending
 	Temp           map[string]string // "temp:x" -> JSON, when asked for its invocation
 	// Indexed: Events were read from the compaction index (GetArgs.Compacted):
-	// a superset of the compacted view within the history, which
-	// service.CompactedView of them turns into the view.
+	// with the events of Older and Ranges (older than the cached tail, in the
+	// database only), a superset of the compacted view within the history,
+	// which service.CompactedView of them turns into the view. The calls of
+	// the responses in the Ranges' events are the caller's to add
+	// (CompactedCalls).
 	Indexed bool
+	Older   []EventRef
+	Ranges  []TimeRange
+}
+
+// EventRef is an event the compaction index names: its seq and timestamp
+// (µs).
+type EventRef struct{ Seq, Ts int64 }
+
+// TimeRange is the events with Lo < timestamp < Hi (µs; Lo = math.MinInt64:
+// no lower bound).
+type TimeRange struct{ Lo, Hi int64 }
+
+// eventRefs parses (seq, ts, ...) pairs.
+func eventRefs(v any) ([]EventRef, error) {
+	h, err := flat(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EventRef, len(h)/2)
+	for i := range out {
+		if out[i].Seq, err = strconv.ParseInt(h[2*i], 10, 64); err == nil {
+			out[i].Ts, err = strconv.ParseInt(h[2*i+1], 10, 64)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("script reply: event ref: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// timeRanges parses (lo, hi, ...) pairs; lo "-inf" has no bound.
+func timeRanges(v any) ([]TimeRange, error) {
+	h, err := flat(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TimeRange, len(h)/2)
+	for i := range out {
+		out[i].Lo = math.MinInt64
+		if h[2*i] != "-inf" {
+			out[i].Lo, err = strconv.ParseInt(h[2*i], 10, 64)
+		}
+		if err == nil {
+			out[i].Hi, err = strconv.ParseInt(h[2*i+1], 10, 64)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("script reply: time range: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// CompactedCalls is the second step of a compacted view whose Ranges
+// reached below the cached tail: the events that call the response ids
+// (those the caller read in the ranges), and the answers to their calls,
+// from the compaction index as it was at revision rev of incarnation inc;
+// the events Redis holds, and the refs of those the database holds.
+// ErrIncomplete: the index is gone (read the view from the whole history).
+func (s *Store) CompactedCalls(ctx context.Context, app, user, sid string, inc, rev int64, ids []string) ([]EventRecord, []EventRef, error) {
+	k := s.keys.Session(app, user, sid)
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, inc, rev)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := s.run(ctx, compactedCallsScript, []string{k.Session, k.Events, k.Undo}, args...).Slice()
+	if err != nil {
+		return nil, nil, fmt.Errorf("compacted calls script: %w", err)
+	}
+	if err := compactedCallsStatuses.err(v[0].(int64)); err != nil {
+		return nil, nil, err
+	}
+	recs, err := eventRecords(v[1])
+	if err != nil {
+		return nil, nil, err
+	}
+	older, err := eventRefs(v[2])
+	return recs, older, err
 }
 
 // parse fills s from the replies of get.lua / append.lua.
@@ -233,7 +315,14 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	if err := snap.parse(v[1], v[2], v[3], v[4]); err != nil {
 		return nil, err
 	}
-	snap.Indexed = v[5].(int64) == 1
+	if snap.Indexed = v[5].(int64) == 1; snap.Indexed {
+		if snap.Older, err = eventRefs(v[6]); err != nil {
+			return nil, err
+		}
+		if snap.Ranges, err = timeRanges(v[7]); err != nil {
+			return nil, err
+		}
+	}
 	if snap.App, _, err = stateHash(app.Val()); err != nil {
 		return nil, err
 	}

@@ -15,28 +15,29 @@ import (
 // falls back to EVAL (which loads the script again) after SCRIPT FLUSH or a
 // failover to a node that never saw it.
 var (
-	createScript        = newScript(lua.Create)
-	appendScript        = newScript(lua.Append)
-	getScript           = newScript(lua.Get)
-	deleteScript        = newScript(lua.Delete)
-	endInvocationScript = newScript(lua.EndInvocation)
-	appApplyScript      = newScript(lua.AppApply)
-	appOrderScript      = newScript(lua.AppOrder)
-	rewindScript        = newScript(lua.Rewind)
-	forkScript          = newScript(lua.Fork)
-	flushedScript       = newScript(lua.Flushed)
-	hydrateScript       = newScript(lua.Hydrate)
-	hydrateStateScript  = newScript(lua.HydrateState)
-	hydrateIndexScript  = newScript(lua.HydrateIndex)
-	leaseAcquireScript  = newScript(lua.LeaseAcquire)
-	leaseReleaseScript  = newScript(lua.LeaseRelease)
-	ackScript           = newScript(lua.Ack)
-	stateDeadScript     = newScript(lua.StateDead)
-	stateReadScript     = newScript(lua.StateRead)
+	createScript         = newScript(lua.Create)
+	appendScript         = newScript(lua.Append)
+	getScript            = newScript(lua.Get)
+	deleteScript         = newScript(lua.Delete)
+	endInvocationScript  = newScript(lua.EndInvocation)
+	appApplyScript       = newScript(lua.AppApply)
+	appOrderScript       = newScript(lua.AppOrder)
+	rewindScript         = newScript(lua.Rewind)
+	forkScript           = newScript(lua.Fork)
+	flushedScript        = newScript(lua.Flushed)
+	hydrateScript        = newScript(lua.Hydrate)
+	hydrateStateScript   = newScript(lua.HydrateState)
+	hydrateIndexScript   = newScript(lua.HydrateIndex)
+	leaseAcquireScript   = newScript(lua.LeaseAcquire)
+	leaseReleaseScript   = newScript(lua.LeaseRelease)
+	ackScript            = newScript(lua.Ack)
+	stateDeadScript      = newScript(lua.StateDead)
+	stateReadScript      = newScript(lua.StateRead)
+	compactedCallsScript = newScript(lua.CompactedCalls)
 
 	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, appOrderScript,
 		rewindScript, forkScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
-		ackScript, stateDeadScript, stateReadScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
+		ackScript, stateDeadScript, stateReadScript, compactedCallsScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
 )
 
 // script is one of the scripts of package lua. A script that declares

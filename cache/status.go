@@ -81,8 +81,10 @@ var (
 	createStatuses = statuses{-4: ErrUserNotCached, -10: ErrExists, -12: errSessionCap, -13: errUserCap}
 	appendStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -4: ErrUserNotCached, -5: ErrIncomplete,
 		-8: ErrDuplicateEvent, -9: ErrCheckEventID, -12: errSessionCap, -13: errUserCap}
-	getStatuses    = statuses{-1: ErrNotCached, -2: ErrDeleted, -4: ErrUserNotCached, -5: ErrIncomplete}
-	rewindStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -5: ErrIncomplete, -6: ErrInvocationNotFound,
+	getStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -4: ErrUserNotCached, -5: ErrIncomplete}
+	// compacted_calls.lua: the index is gone (read the view from the whole history).
+	compactedCallsStatuses = statuses{-5: ErrIncomplete}
+	rewindStatuses         = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -5: ErrIncomplete, -6: ErrInvocationNotFound,
 		-7: errUndoIncomplete}
 	forkStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -4: ErrUserNotCached, -5: ErrIncomplete,
 		-6: ErrInvocationNotFound, -7: errForkHistory, -10: ErrExists}

@@ -15,16 +15,17 @@ import (
 // scriptStatusTables are the status tables of the scripts that answer
 // negative statuses, by file.
 var scriptStatusTables = map[string]statuses{
-	"create.lua":        createStatuses,
-	"append.lua":        appendStatuses,
-	"get.lua":           getStatuses,
-	"rewind.lua":        rewindStatuses,
-	"fork.lua":          forkStatuses,
-	"app_order.lua":     appOrderStatuses,
-	"app_apply.lua":     appApplyStatuses,
-	"hydrate.lua":       hydrateStatuses,
-	"hydrate_state.lua": hydrateStatuses,
-	"hydrate_index.lua": hydrateStatuses,
+	"create.lua":          createStatuses,
+	"append.lua":          appendStatuses,
+	"get.lua":             getStatuses,
+	"compacted_calls.lua": compactedCallsStatuses,
+	"rewind.lua":          rewindStatuses,
+	"fork.lua":            forkStatuses,
+	"app_order.lua":       appOrderStatuses,
+	"app_apply.lua":       appApplyStatuses,
+	"hydrate.lua":         hydrateStatuses,
+	"hydrate_state.lua":   hydrateStatuses,
+	"hydrate_index.lua":   hydrateStatuses,
 }
 
 // negativeReturn is a script's negative status: `return {-N`, `return -N`,

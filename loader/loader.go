@@ -10,8 +10,11 @@
 package loader
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/adksession/adksession/cache"
@@ -114,4 +117,93 @@ func records(rows []persist.EventRow) ([]cache.EventRecord, error) {
 		out[i] = cache.EventRecord{Seq: r.Seq, Ts: r.Timestamp.UnixMicro(), JSON: string(js), ID: r.ID}
 	}
 	return out, nil
+}
+
+// CompactedOlder completes a compacted view read from the compaction index
+// (snap.Indexed) with what only the database holds: the events of
+// snap.Older and snap.Ranges, older than the cached tail, and then the
+// calls of the responses among the ranges' events (answered gives their
+// response ids) with the answers to those calls (cache.CompactedCalls),
+// from Redis and the database. snap.Events stays in seq order.
+// cache.ErrIncomplete: the index went away meanwhile (read the view from
+// the whole history instead).
+func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot, answered func([]cache.EventRecord) ([]string, error)) error {
+	if l.opts.DB == nil || !snap.Indexed || (len(snap.Older) == 0 && len(snap.Ranges) == 0) {
+		return nil
+	}
+	key := persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}
+	ranges := make([]persist.TimeRange, len(snap.Ranges))
+	for i, r := range snap.Ranges {
+		ranges[i].Before = time.UnixMicro(r.Hi)
+		if r.Lo != math.MinInt64 {
+			ranges[i].After = time.UnixMicro(r.Lo)
+		}
+	}
+	older, err := l.eventsAt(ctx, key, snap.Older, ranges)
+	if err != nil {
+		return err
+	}
+	if len(snap.Ranges) > 0 {
+		var inRanges []cache.EventRecord
+		for _, r := range older {
+			if r.Seq == 0 {
+				inRanges = append(inRanges, r)
+			}
+		}
+		ids, err := answered(inRanges)
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			more, refs, err := l.cache.CompactedCalls(ctx, a.App, a.User, a.SID, snap.Incarnation, snap.Rev, ids)
+			if err != nil {
+				return err
+			}
+			rows, err := l.eventsAt(ctx, key, refs, nil)
+			if err != nil {
+				return err
+			}
+			older = append(older, rows...)
+			snap.Events = append(snap.Events, more...)
+		}
+	}
+	// Merged by time (time order is seq order), each event once.
+	all := append(older, snap.Events...)
+	slices.SortStableFunc(all, func(x, y cache.EventRecord) int { return cmp.Compare(x.Ts, y.Ts) })
+	snap.Events = slices.CompactFunc(all, func(x, y cache.EventRecord) bool { return x.Ts == y.Ts })
+	return nil
+}
+
+// eventsAt reads from the database the events refs name and those of ranges
+// (seq 0: not known), oldest first; a named event the database lacks is an
+// error.
+func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []cache.EventRef, ranges []persist.TimeRange) ([]cache.EventRecord, error) {
+	if len(refs) == 0 && len(ranges) == 0 {
+		return nil, nil
+	}
+	at := make([]time.Time, len(refs))
+	seqs := make(map[int64]int64, len(refs))
+	for i, r := range refs {
+		at[i] = time.UnixMicro(r.Ts)
+		seqs[r.Ts] = r.Seq
+	}
+	rows, err := l.opts.DB.LoadEventsAt(ctx, key, at, ranges)
+	if err != nil {
+		return nil, fmt.Errorf("load events of session %s from the database: %w", key.SessionID, err)
+	}
+	recs, err := records(rows)
+	if err != nil {
+		return nil, err
+	}
+	found := 0
+	for i := range recs {
+		if seq, ok := seqs[recs[i].Ts]; ok {
+			recs[i].Seq = seq
+			found++
+		}
+	}
+	if found != len(seqs) {
+		return nil, fmt.Errorf("load events of session %s from the database: %d of the %d events the compaction index names", key.SessionID, found, len(seqs))
+	}
+	return recs, nil
 }

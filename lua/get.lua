@@ -11,9 +11,11 @@
 -- ARGV[4] -> "1" when a database backs Redis (a missing user hash means evicted or flushed away)
 -- ARGV[5] -> "1" for the events of a compacted view instead of a window (ARGV[1] and ARGV[2] then "" and 0)
 -- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat),
---         indexed}: indexed = 1 when the events are read from the compaction index (a superset of the view,
---         within the history, that CompactedView of it turns into the view), 0 when they are the cached
---         events (the compacted view is taken of the whole history);
+--         indexed, older, ranges}: indexed = 1 when the events are read from the compaction index (with those
+--         the database holds, older = seq, ts, ... and the events of ranges = lo, hi, ... below the cached
+--         tail: a superset of the view, within the history, that CompactedView of it turns into the view; see
+--         compacted_events), 0 when they are the cached events (the compacted view is taken of the whole
+--         history, older and ranges empty);
 --         {-1} not cached, {-2} deleted, {-4} user state not cached, {-5} cache incomplete (evicted keys).
 -- Bad arguments are an error reply.
 -- Cost: O(log n + k) for n cached events and k returned; a compacted view from the index O(log n + k) for k
@@ -25,134 +27,109 @@ if after ~= '' then
   after = int(argv_int(1, 0, MAX_INT))
 end
 
--- seqs_of lists the keys of a table.
-local function seqs_of(t)
-  local out = {}
-  for q in pairs(t) do
-    out[#out + 1] = q
-  end
-  return out
-end
-
--- compacted_events reads, from the compaction index of a session whose events Redis holds from the first
--- (lib.lua), a superset of its compacted view within the history: the frontier list's compactions, the events
--- its ranges leave uncovered, the events every view reads (rewinds and the first events they rewind to,
--- compactions that cover nothing, scoped events), each scope's first call, the first event with
--- actions.compaction, ADK JS's last compacted event and the events after its endTime, and for every
--- response those answer the events that call it and the answers to their calls.
-local function compacted_events(events, undo)
+-- compacted_events reads, from the compaction index of a session (lib.lua), a superset of its compacted view
+-- within the history: the frontier list's compactions, the events its ranges leave uncovered, the events every
+-- view reads (rewinds and the first events they rewind to, compactions that cover nothing, scoped events), each
+-- scope's first call, the first event with actions.compaction, ADK JS's last compacted event and the events
+-- after its endTime, and for every response those answer the events that call it and the answers to their
+-- calls. It returns the events Redis holds (member, score, ... in seq order), the refs of those only the database
+-- holds (seq, ts, ...: the events older than the cached tail, which starts at seq first) and the time ranges
+-- below the tail whose events are read too (lo, hi, ...: lo < ts < hi, lo "-inf" for no bound). The caller
+-- recovers the calls of the responses of what it reads in those ranges (compacted_calls.lua).
+local function compacted_events(events, undo, first)
   local x = redis.call('HMGET', undo, 'xh', 'xj', 'xH', 'xA')
-  if not x[1] and not x[2] then
-    return redis.call('ZRANGE', events, 0, -1, 'WITHSCORES') -- no compaction: the view is the history
+  local tail = math.huge
+  if first > 1 then
+    tail = tonumber(redis.call('ZRANGE', events, 0, 0, 'WITHSCORES')[2]) or math.huge
   end
+  local ranges = {}
+  -- The events of lo < ts < hi (nil: no bound): from Redis, and from the database below the tail.
   local want, got = {}, {}
-  local function add(ref)
-    local q = tonumber(index_seq(ref))
-    if not want[q] then
-      want[q] = true
-    end
-  end
   local function take(lo, hi)
-    local r = redis.call('ZRANGE', events, lo, hi, 'BYSCORE', 'WITHSCORES')
+    local r = redis.call('ZRANGE', events, lo and '(' .. int(lo) or '-inf', hi and '(' .. int(hi) or '+inf', 'BYSCORE',
+      'WITHSCORES')
     for j = 1, #r, 2 do
       local q = tonumber(string.match(r[j], '^(%d+):'))
-      want[q], got[q] = r, j
+      want[q], got[q] = r[j + 1], r[j]
+    end
+    local top = hi and math.min(hi, tail) or tail
+    if top ~= math.huge and (not lo or lo + 1 < top) then
+      ranges[#ranges + 1], ranges[#ranges + 2] = lo and int(lo) or '-inf', int(top)
     end
   end
-  local all = false
-  if x[2] then
-    local ref, e = string.match(x[2], '^(%S+) ?(.*)$')
-    add(ref)
-    if e == '' then
-      all = true
-    else
-      take('(' .. e, '+inf')
-    end
-  end
-  if all then
-    return redis.call('ZRANGE', events, 0, -1, 'WITHSCORES')
-  end
-  local n = tonumber(x[4]) or 0
-  if n > 0 then
-    local f = {}
-    for j = 1, n do
-      f[j] = 'xa' .. int(j)
-    end
-    local refs = hmget_chunked(undo, f)
-    for j = 1, #refs do
-      add(refs[j])
-    end
-  end
-  if x[1] then
-    add(x[1])
-    local ranges, h = {}, x[3]
-    while h and h ~= '0' do
-      add(h)
-      local s, e, l = index_member(undo, h)
-      ranges[#ranges + 1] = {s, e}
-      h = l
-    end
-    table.sort(ranges, function(a, b) return a[1] < b[1] end)
-    local lo = '-inf'
-    local top
-    for j = 1, #ranges do
-      local s, e = ranges[j][1], ranges[j][2]
-      if not top or s > top then
-        take(lo, '(' .. int(s))
-      end
-      if not top or e > top then
-        top = e
-        lo = '(' .. int(e)
+  if not x[1] and not x[2] then
+    take(nil, nil) -- no compaction: the view is the history
+  elseif x[2] and string.match(x[2], ' $') then
+    take(nil, nil) -- ADK JS's last compaction's endTime does not read: every event
+  else
+    local function add(ref)
+      local q, t = string.match(ref, '^(%d+)/(%d+)$')
+      q = tonumber(q)
+      if not want[q] then
+        want[q] = t
       end
     end
-    take(lo, '+inf')
-    -- Each scope's first call with arguments (a scoped agent's first turn comes from it).
-    local seqs = seqs_of(want)
-    for j = 1, #seqs do
-      local scope = redis.call('HGET', undo, 'xs' .. int(seqs[j]))
-      if scope then
-        local o = redis.call('HGET', undo, 'xo' .. scope)
-        if o then
-          add(o)
+    if x[2] then
+      local ref, e = string.match(x[2], '^(%S+) (.*)$')
+      add(ref)
+      take(tonumber(e), nil)
+    end
+    local n = tonumber(x[4]) or 0
+    if n > 0 then
+      local f = {}
+      for j = 1, n do
+        f[j] = 'xa' .. int(j)
+      end
+      local refs = hmget_chunked(undo, f)
+      for j = 1, #refs do
+        add(refs[j])
+      end
+    end
+    if x[1] then
+      add(x[1])
+      local list, h = {}, x[3]
+      while h and h ~= '0' do
+        add(h)
+        local s, e, l = index_member(undo, h)
+        list[#list + 1] = {s, e}
+        h = l
+      end
+      table.sort(list, function(a, b) return a[1] < b[1] end)
+      local lo, top = nil, nil
+      for j = 1, #list do
+        local s, e = list[j][1], list[j][2]
+        if not top or s > top then
+          take(lo, s)
+        end
+        if not top or e > top then
+          top, lo = e, e
+        end
+      end
+      take(lo, nil)
+      -- Each scope's first call with arguments (a scoped agent's first turn comes from it).
+      local seqs = seqs_of(want)
+      for j = 1, #seqs do
+        local scope = redis.call('HGET', undo, 'xs' .. int(seqs[j]))
+        if scope then
+          local o = redis.call('HGET', undo, 'xo' .. scope)
+          if o then
+            add(o)
+          end
         end
       end
     end
-  end
-  -- The calls of every response read, and the answers to those calls.
-  local seqs = seqs_of(want)
-  local calls = {}
-  for j = 1, #seqs do
-    local ids = index_values(redis.call('HGET', undo, 'xp' .. int(seqs[j])))
-    for m = 1, #ids do
-      for ref in string.gmatch(redis.call('HGET', undo, 'xC' .. ids[m]) or '', '%S+') do
-        add(ref)
-        calls[#calls + 1] = index_seq(ref)
+    -- The calls of every response read, and the answers to those calls.
+    local seqs, ids = seqs_of(want), {}
+    for j = 1, #seqs do
+      local v = index_values(redis.call('HGET', undo, 'xp' .. int(seqs[j])))
+      for m = 1, #v do
+        ids[#ids + 1] = v[m]
       end
     end
+    index_calls(undo, ids, add)
   end
-  for j = 1, #calls do
-    local ids = index_values(redis.call('HGET', undo, 'xq' .. calls[j]))
-    for m = 1, #ids do
-      for ref in string.gmatch(redis.call('HGET', undo, 'xR' .. ids[m]) or '', '%S+') do
-        add(ref)
-      end
-    end
-  end
-  -- The events, by rank (the events zset holds seqs 1 to the last), in seq order.
-  seqs = seqs_of(want)
-  table.sort(seqs)
-  local out = {}
-  for j = 1, #seqs do
-    local q = seqs[j]
-    local r, at = want[q], got[q]
-    if r == true then
-      r, at = redis.call('ZRANGE', events, q - 1, q - 1, 'WITHSCORES'), 1
-    end
-    if r[at] then
-      out[#out + 1], out[#out + 2] = r[at], r[at + 1]
-    end
-  end
-  return out
+  local out, older = index_fetch(events, want, got, first)
+  return out, older, ranges
 end
 
 local h = redis.call('HGETALL', sess)
@@ -170,9 +147,10 @@ if ARGV[4] == '1' and redis.call('EXISTS', user) == 0 then
   return {-4}
 end
 
-local ev, indexed = nil, 0
-if compacted and meta[4] == '1' and meta[5] == '1' and (meta[6] ~= '1' or redis.call('EXISTS', undo) == 1) then
-  ev, indexed = compacted_events(events, undo), 1
+local ev, indexed, older, ranges = nil, 0, {}, {}
+if compacted and meta[4] == '1' and (meta[6] ~= '1' or redis.call('EXISTS', undo) == 1) then
+  ev, older, ranges = compacted_events(events, undo, tonumber(meta[5]))
+  indexed = 1
 elseif after == '' and n == 0 then
   ev = redis.call('ZRANGE', events, 0, -1, 'WITHSCORES')
 elseif after == '' then
@@ -192,4 +170,4 @@ local t = {}
 if ARGV[3] ~= '' and meta[3] == ARGV[3] then
   t = redis.call('HGETALL', temp)
 end
-return {0, h, redis.call('HGETALL', user), ev, t, indexed}
+return {0, h, redis.call('HGETALL', user), ev, t, indexed, older, ranges}

@@ -567,3 +567,56 @@ local function index_event(undo, seqs, tss, inv, x, first)
     redis.call('HSET', undo, 'xc' .. seqs, int(s) .. ' ' .. int(e) .. ' ' .. h, 'xH', ref)
   end
 end
+
+-- seqs_of lists the keys of a table.
+local function seqs_of(t)
+  local out = {}
+  for q in pairs(t) do
+    out[#out + 1] = q
+  end
+  return out
+end
+
+-- index_calls adds (add(ref)) the events that call each response id of ids, and the events that answer the
+-- calls of those: what ADK's _recover_compacted_function_calls may put back.
+local function index_calls(undo, ids, add)
+  local calls = {}
+  for m = 1, #ids do
+    for ref in string.gmatch(redis.call('HGET', undo, 'xC' .. ids[m]) or '', '%S+') do
+      add(ref)
+      calls[#calls + 1] = index_seq(ref)
+    end
+  end
+  for j = 1, #calls do
+    local cids = index_values(redis.call('HGET', undo, 'xq' .. calls[j]))
+    for m = 1, #cids do
+      for ref in string.gmatch(redis.call('HGET', undo, 'xR' .. cids[m]) or '', '%S+') do
+        add(ref)
+      end
+    end
+  end
+end
+
+-- index_fetch returns, in seq order, the events of want (seq -> ts) that Redis holds (member, score, ...; got:
+-- seq -> member of those read already; the others by rank, the events zset holding seqs first to the last) and
+-- the refs of the others (seq, ts, ...: older than the cached tail, in the database only).
+local function index_fetch(events, want, got, first)
+  local seqs = seqs_of(want)
+  table.sort(seqs)
+  local out, older = {}, {}
+  for j = 1, #seqs do
+    local q = seqs[j]
+    local m = got[q]
+    if m then
+      out[#out + 1], out[#out + 2] = m, want[q]
+    elseif q >= first then
+      local r = redis.call('ZRANGE', events, q - first, q - first, 'WITHSCORES')
+      if r[1] then
+        out[#out + 1], out[#out + 2] = r[1], r[2]
+      end
+    else
+      older[#older + 1], older[#older + 2] = int(q), want[q]
+    end
+  end
+  return out, older
+end

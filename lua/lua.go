@@ -69,6 +69,8 @@ var (
 	forkSrc string
 	//go:embed state_read.lua
 	stateReadSrc string
+	//go:embed compacted_calls.lua
+	compactedCallsSrc string
 )
 
 // The scripts, each with lib.lua in front.
@@ -109,6 +111,8 @@ var (
 	Fork = withLib(forkSrc)
 	// StateRead is the flusher's read of a user's state, counted; see state_read.lua.
 	StateRead = withLib(stateReadSrc)
+	// CompactedCalls is the second step of a compacted view reaching below the cached tail; see compacted_calls.lua.
+	CompactedCalls = withLib(compactedCallsSrc)
 )
 
 // ReferenceAppend is the minimal atomic append the benchmarks measure

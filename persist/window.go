@@ -3,6 +3,7 @@ package persist
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -90,4 +91,67 @@ type storedEvent struct {
 // event returns the row as an event of session key, without its seq.
 func (r *storedEvent) event(key SessionKey) EventRow {
 	return EventRow{Key: key, ID: r.ID, InvocationID: r.InvocationID, Timestamp: r.Timestamp.t, Data: r.Data}
+}
+
+// TimeRange is the events with After < timestamp < Before (zero After: no
+// lower bound).
+type TimeRange struct{ After, Before time.Time }
+
+// eventsAtQuery is LoadEventsAt's query ("" when it reads nothing) and its
+// arguments: one point or range read of idx_events_app_user_session_ts per
+// part, joined by UNION ALL.
+func (d *dialect) eventsAtQuery(key SessionKey, at []time.Time, ranges []TimeRange) (string, []any) {
+	where := `SELECT ` + eventColumns + ` FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?`
+	var parts []string
+	var args []any
+	for lo := 0; lo < len(at); lo += pointsPerQuery {
+		chunk := at[lo:min(lo+pointsPerQuery, len(at))]
+		args = append(args, key.AppName, key.UserID, key.SessionID)
+		for _, t := range chunk {
+			args = append(args, formatTime(t))
+		}
+		parts = append(parts, where+` AND "timestamp" IN (?`+strings.Repeat(`, ?`, len(chunk)-1)+`)`)
+	}
+	for _, r := range ranges {
+		args = append(args, key.AppName, key.UserID, key.SessionID)
+		q := where
+		if !r.After.IsZero() {
+			q += ` AND "timestamp" > ?`
+			args = append(args, formatTime(r.After))
+		}
+		parts = append(parts, q+` AND "timestamp" < ?`)
+		args = append(args, formatTime(r.Before))
+	}
+	if len(parts) == 0 {
+		return "", nil
+	}
+	return d.rebind(strings.Join(parts, "\nUNION ALL\n") + ` ORDER BY "timestamp"`), args
+}
+
+// pointsPerQuery bounds the timestamps of one IN list.
+const pointsPerQuery = 500
+
+// LoadEventsAt reads the events of key whose timestamp is one of at or lies
+// within one of ranges, oldest first, each once, without their seqs (0): a
+// compacted view's events older than the cached tail, which the compaction
+// index names by time. Each part is a range or point read of
+// idx_events_app_user_session_ts: O(log n) per range and point, plus the
+// events read.
+func (s *Store) LoadEventsAt(ctx context.Context, key SessionKey, at []time.Time, ranges []TimeRange) ([]EventRow, error) {
+	query, args := s.d.eventsAtQuery(key, at, ranges)
+	if query == "" {
+		return nil, nil
+	}
+	var rows []storedEvent
+	if err := sqlx.SelectContext(ctx, s.rd, &rows, query, args...); err != nil {
+		return nil, fmt.Errorf("load events of session %q by time: %w", key.SessionID, err)
+	}
+	out := make([]EventRow, 0, len(rows))
+	for i := range rows {
+		if i > 0 && rows[i].Timestamp.t.Equal(rows[i-1].Timestamp.t) && rows[i].ID == rows[i-1].ID {
+			continue // a point within a range
+		}
+		out = append(out, rows[i].event(key))
+	}
+	return out, nil
 }

@@ -74,3 +74,54 @@ func explain(t *testing.T, s *Store, q string, args []any) string {
 	must(t, rows.Err())
 	return strings.Join(plan, "\n")
 }
+
+// TestLoadEventsAt: the events of a compacted view older than the cached
+// tail, by time: points and open ranges (one without a lower bound), oldest
+// first, a point inside a range once, a time without an event nothing; and
+// every part of the query is a point or range read of
+// idx_events_app_user_session_ts bounded by the time, no scan of the
+// session's events.
+func TestLoadEventsAt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		k := skey("s1")
+		session1000(t, s, k)
+		session1000(t, s, skey("other"))
+		if s.Dialect() == "postgres" {
+			_, err := s.db.Exec(`ANALYZE events`)
+			must(t, err)
+		}
+		at := []time.Time{eventTime(inc1, 3), eventTime(inc1, 500), eventTime(inc1, 12), eventTime(inc1, 700).Add(time.Microsecond)}
+		ranges := []TimeRange{{Before: eventTime(inc1, 3)}, {After: eventTime(inc1, 10), Before: eventTime(inc1, 14)},
+			{After: eventTime(inc1, 997), Before: eventTime(inc1, 1000)}}
+		rows, err := s.LoadEventsAt(context.Background(), k, at, ranges)
+		must(t, err)
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.ID)
+			if r.Key != k || r.Seq != 0 {
+				t.Fatalf("row %s: key %v, seq %d", r.ID, r.Key, r.Seq)
+			}
+		}
+		var want []string
+		for _, seq := range []int64{1, 2, 3, 11, 12, 13, 500, 998, 999} {
+			want = append(want, eventID(inc1, seq))
+		}
+		same(t, "events", got, want)
+
+		q, args := s.d.eventsAtQuery(k, at, ranges)
+		plan := explain(t, s, q, args)
+		t.Log(plan)
+		for _, line := range strings.Split(plan, "\n") {
+			scan := strings.Contains(line, "Scan") || strings.Contains(line, "SCAN") || strings.Contains(line, "SEARCH")
+			// Each index read is bounded by the time, not the whole session's.
+			bounded := !strings.Contains(line, "Index Cond") && !strings.Contains(line, "SEARCH") || strings.Contains(line, "timestamp")
+			if scan && (!strings.Contains(line, "idx_events_app_user_session_ts") || strings.Contains(line, "Bitmap")) || !bounded {
+				t.Fatalf("plan reads the events other than through idx_events_app_user_session_ts:\n%s", plan)
+			}
+		}
+		if strings.Count(plan, "idx_events_app_user_session_ts") < 4 {
+			t.Fatalf("plan does not read each part through idx_events_app_user_session_ts:\n%s", plan)
+		}
+	})
+}

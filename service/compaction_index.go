@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 )
@@ -46,11 +47,9 @@ func compactionIndexEntry(e *Event) string {
 		put('n', "")
 		put('s', scope)
 	}
-	answered := e.Content
 	if hasCompaction(e) {
 		put('h', "")
 		if r, ok := pythonCompaction(e); ok {
-			answered = r.content
 			switch {
 			case scoped:
 			case e.Branch != "" || droppedByContent(e) || !inScore(r.start) || !inScore(r.end):
@@ -73,10 +72,8 @@ func compactionIndexEntry(e *Event) string {
 			put('r', r.ID)
 		}
 	}
-	for _, p := range contentParts(answered) {
-		if r := p.FunctionResponse; r != nil && r.ID != "" {
-			put('p', r.ID)
-		}
+	for _, id := range appendResponseIDs(nil, answeredContent(e)) {
+		put('p', id)
 	}
 	if isJSCompacted(e) {
 		end := ""
@@ -92,3 +89,12 @@ func compactionIndexEntry(e *Event) string {
 
 // inScore reports whether µs is a number the index keeps exactly.
 func inScore(us int64) bool { return us > -indexScoreLimit && us < indexScoreLimit }
+
+// answeredContent is the content whose responses a kept copy of e answers:
+// its compacted content for a compaction ADK reads, its content otherwise.
+func answeredContent(e *Event) json.RawMessage {
+	if r, ok := pythonCompaction(e); ok {
+		return r.content
+	}
+	return e.Content
+}

@@ -128,6 +128,7 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 				snap, err = svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
 				require.NoError(t, err)
 				require.Greater(t, snap.First, int64(1), "seed %d: Redis holds only the newest events", seed)
+				require.True(t, snap.Indexed, "seed %d: the view is read from the index, the older part from the database", seed)
 				check("newest events cached")
 
 				k := svc.cache.Keys().Session("app", "u", sid)

@@ -28,7 +28,11 @@ type GetRequest struct {
 	// the whole history: what ADK's context building needs to give the model
 	// the same input as the whole history (docs/design.md, "The compacted
 	// view"). With NumRecentEvents or After it is ErrInvalidArgument. It
-	// reads the whole history and selects in Go: O(n) for n events.
+	// reads a superset of the view from the compaction index Redis keeps
+	// (O(log n + k) for the k events of that superset; the part older than
+	// the cached tail by time from the database) and selects the view in
+	// Go; a session Redis holds without the index (read back from the
+	// database, or forked) is read whole: O(n) for n events.
 	Compacted bool
 }
 
@@ -62,10 +66,19 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	if !req.After.IsZero() {
 		after = windowBound(req.After)
 	}
-	snap, err := s.loader.Get(ctx, cache.GetArgs{
+	args := cache.GetArgs{
 		App: req.AppName, User: req.UserID, SID: req.SessionID,
 		After: after, NumRecent: numRecent, InvocationID: req.InvocationID, Compacted: req.Compacted,
-	})
+	}
+	snap, err := s.loader.Get(ctx, args)
+	if err == nil && snap.Indexed {
+		// The view's events the database holds; without the index after all
+		// (it went away meanwhile), the view of the whole history.
+		if err = s.loader.CompactedOlder(ctx, args, snap, answeredIDs); errors.Is(err, cache.ErrIncomplete) {
+			args.Compacted = false
+			snap, err = s.loader.Get(ctx, args)
+		}
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, err
@@ -104,6 +117,21 @@ func checkCompacted(req *GetRequest) error {
 		return nil
 	}
 	return fmt.Errorf("%w: Compacted: the compacted view is of the whole history, not with %s", ErrInvalidArgument, strings.Join(with, " and "))
+}
+
+// answeredIDs is the response ids that the events of recs answer where
+// they are kept (a compaction's compacted content's): the calls of those
+// ids belong to the view (cache.CompactedCalls).
+func answeredIDs(recs []cache.EventRecord) ([]string, error) {
+	events, err := decodeEvents(recs)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range events {
+		ids = appendResponseIDs(ids, answeredContent(e))
+	}
+	return ids, nil
 }
 
 // compactedRecords is the records of CompactedView of the history recs
