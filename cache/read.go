@@ -350,3 +350,41 @@ func (s *Store) UserState(ctx context.Context, app, user string) (m map[string]s
 	m, _, err = stateHash(h)
 	return m, len(h) > 0, err
 }
+
+// IndexedEvent is what the compaction index takes of one event of a
+// history (BuildIndex).
+type IndexedEvent struct {
+	Ts           int64 // µs, as Redis holds it
+	InvocationID string
+	Entry        string // its index entry (append.lua's ARGV[14])
+}
+
+// indexBuildChunk is the number of events one index_build.lua call takes.
+const indexBuildChunk = 1000
+
+// BuildIndex builds the compaction index of a session whose Redis copy
+// lacks it, from its whole history (events: seqs 1 to rev, of incarnation
+// inc), a chunk per call. ErrIncomplete: the session moved on meanwhile
+// (the next compacted read builds it again).
+func (s *Store) BuildIndex(ctx context.Context, app, user, sid string, inc, rev int64, events []IndexedEvent) error {
+	if int64(len(events)) != rev || rev == 0 {
+		return fmt.Errorf("build the compaction index: %d events for revision %d", len(events), rev)
+	}
+	k := s.keys.Session(app, user, sid)
+	for from := 0; from < len(events); from += indexBuildChunk {
+		chunk := events[from:min(from+indexBuildChunk, len(events))]
+		args := make([]any, 0, 3+3*len(chunk))
+		args = append(args, inc, rev, from+1)
+		for _, e := range chunk {
+			args = append(args, e.Ts, e.InvocationID, e.Entry)
+		}
+		v, err := s.write(ctx, indexBuildScript, []string{k.Session, k.Undo}, args...).Slice()
+		if err != nil {
+			return fmt.Errorf("index build script: %w", err)
+		}
+		if err := indexBuildStatuses.err(v[0].(int64)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -34,10 +34,11 @@ var (
 	stateDeadScript      = newScript(lua.StateDead)
 	stateReadScript      = newScript(lua.StateRead)
 	compactedCallsScript = newScript(lua.CompactedCalls)
+	indexBuildScript     = newScript(lua.IndexBuild)
 
 	allScripts = []*script{createScript, appendScript, getScript, deleteScript, endInvocationScript, appApplyScript, appOrderScript,
 		rewindScript, forkScript, flushedScript, hydrateScript, hydrateStateScript, hydrateIndexScript, leaseAcquireScript, leaseReleaseScript,
-		ackScript, stateDeadScript, stateReadScript, compactedCallsScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
+		ackScript, stateDeadScript, stateReadScript, compactedCallsScript, indexBuildScript, pruneFenceScript, pruneUnfenceScript, pruneUserScript, pruneAppScript, deadLetterScript}
 )
 
 // script is one of the scripts of package lua. A script that declares

@@ -84,7 +84,9 @@ var (
 	getStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -4: ErrUserNotCached, -5: ErrIncomplete}
 	// compacted_calls.lua: the index is gone (read the view from the whole history).
 	compactedCallsStatuses = statuses{-5: ErrIncomplete}
-	rewindStatuses         = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -5: ErrIncomplete, -6: ErrInvocationNotFound,
+	// index_build.lua: the session moved on while the index was built.
+	indexBuildStatuses = statuses{-5: ErrIncomplete}
+	rewindStatuses     = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -5: ErrIncomplete, -6: ErrInvocationNotFound,
 		-7: errUndoIncomplete}
 	forkStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -4: ErrUserNotCached, -5: ErrIncomplete,
 		-6: ErrInvocationNotFound, -7: errForkHistory, -10: ErrExists}

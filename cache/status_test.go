@@ -19,6 +19,7 @@ var scriptStatusTables = map[string]statuses{
 	"append.lua":          appendStatuses,
 	"get.lua":             getStatuses,
 	"compacted_calls.lua": compactedCallsStatuses,
+	"index_build.lua":     indexBuildStatuses,
 	"rewind.lua":          rewindStatuses,
 	"fork.lua":            forkStatuses,
 	"app_order.lua":       appOrderStatuses,

@@ -408,6 +408,12 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"state_dead: revision not an integer", lua.StateDead, sessKeys(k.User), []any{"1.5"}},
 		{"lease_acquire: lease time not an integer", lua.LeaseAcquire, sessKeys(e.keys.ShardKeys(k.Shard).Lease),
 			[]any{"me", "15s"}},
+		{"index_build: events cut short", lua.IndexBuild, sessKeys(k.Session, k.Undo), []any{inc, "2", "1", "1000", "inv"}},
+		{"index_build: no events", lua.IndexBuild, sessKeys(k.Session, k.Undo), []any{inc, "2", "1"}},
+		{"index_build: timestamp not an integer", lua.IndexBuild, sessKeys(k.Session, k.Undo), []any{inc, "2", "1", "soon", "inv", ""}},
+		{"index_build: events past the revision", lua.IndexBuild, sessKeys(k.Session, k.Undo), []any{inc, "1", "1", "1000", "inv", "", "1001", "inv", ""}},
+		{"index_build: index entry malformed", lua.IndexBuild, sessKeys(k.Session, k.Undo), []any{inc, "2", "1", "1000", "inv", "k3:1 x"}},
+		{"compacted_calls: revision not an integer", lua.CompactedCalls, sessKeys(k.Session, k.Events, k.Undo), []any{inc, "1.5", "call"}},
 		{"delete: time not an integer", lua.Delete, sessKeys(k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "app", "u", "s", "soon", "u:s"}},
 	}

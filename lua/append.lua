@@ -264,8 +264,8 @@ if covered then
   end
 end
 
--- The compaction index (lib.lua), kept with the undo records.
-if covered and (xent or meta[4] ~= inv) then
+-- The compaction index (lib.lua), while the undo hash holds it whole (xok).
+if (xent or meta[4] ~= inv) and redis.call('HEXISTS', undo, 'xok') == 1 then
   index_event(undo, seqs, tss, inv, xent or INDEX_NONE, meta[4] ~= inv)
 end
 

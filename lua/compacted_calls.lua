@@ -14,9 +14,8 @@
 -- Cost: O(log n + k) for the k events of the ids.
 local sess, events, undo = KEYS[1], KEYS[2], KEYS[3]
 local inc, rev = argv_int(1, 0, MAX_INT), argv_int(2, 0, MAX_INT)
-local meta = redis.call('HMGET', sess, 'm:inc', 'm:undo', 'm:first', 'm:del', 'm:ttl')
-if tonumber(meta[1]) ~= inc or meta[2] ~= '1' or meta[4] == '1' or
-  (meta[5] == '1' and redis.call('EXISTS', undo) == 0) then
+local meta = redis.call('HMGET', sess, 'm:inc', 'm:first', 'm:del')
+if tonumber(meta[1]) ~= inc or meta[3] == '1' or redis.call('HEXISTS', undo, 'xok') == 0 then
   return {-5}
 end
 local ids = {}
@@ -31,5 +30,5 @@ index_calls(undo, ids, function(ref)
     want[q] = t
   end
 end)
-local out, older = index_fetch(events, want, {}, tonumber(meta[3]))
+local out, older = index_fetch(events, want, {}, tonumber(meta[2]))
 return {0, out, older}

@@ -79,7 +79,7 @@ local c = {}
 for j = 1, s do
   c[j] = cjson.encode(string.sub(svals[2 * j - 1], 3)) .. ':' .. svals[2 * j]
 end
-redis.call('HSET', undo, 'm:from', 1, 'c', '{' .. table.concat(c, ',') .. '}')
+redis.call('HSET', undo, 'm:from', 1, 'c', '{' .. table.concat(c, ',') .. '}', 'xok', 1)
 
 redis.call('HSETNX', user, 'm:rev', 0)
 if u > 0 then

@@ -136,7 +136,7 @@ local h = redis.call('HGETALL', sess)
 if #h == 0 then
   return {-1}
 end
-local meta = redis.call('HMGET', sess, 'm:del', 'm:cnt', 'm:tinv', 'm:undo', 'm:first', 'm:ttl')
+local meta = redis.call('HMGET', sess, 'm:del', 'm:cnt', 'm:tinv', 'm:first')
 if meta[1] == '1' then
   return {-2}
 end
@@ -148,8 +148,8 @@ if ARGV[4] == '1' and redis.call('EXISTS', user) == 0 then
 end
 
 local ev, indexed, older, ranges = nil, 0, {}, {}
-if compacted and meta[4] == '1' and (meta[6] ~= '1' or redis.call('EXISTS', undo) == 1) then
-  ev, older, ranges = compacted_events(events, undo, tonumber(meta[5]))
+if compacted and redis.call('HEXISTS', undo, 'xok') == 1 then
+  ev, older, ranges = compacted_events(events, undo, tonumber(meta[4]))
   indexed = 1
 elseif after == '' and n == 0 then
   ev = redis.call('ZRANGE', events, 0, -1, 'WITHSCORES')

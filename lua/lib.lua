@@ -389,8 +389,11 @@ local function store_event(sess, events, temp, uindex, ids, undo, m, seqs, ts0, 
 end
 
 -- The compaction index (docs/design.md, "The compacted view"): fields x* of a session's undo hash, written by
--- append.lua and rewind.lua (index_event) while the hash covers the session (m:undo), read by get.lua for a
--- compacted view. A ref is "<seq>/<timestamp µs>" of an event.
+-- append.lua and rewind.lua (index_event) while the hash holds it whole (xok, set by create.lua, or by
+-- index_build.lua once it built the index of a session read back from the database or forked), read by
+-- get.lua for a compacted view. An evicted undo hash takes xok with it. A ref is "<seq>/<timestamp µs>".
+--   xok         1: the index covers every event of the session
+--   xb, xv      while index_build.lua builds it: the next seq to index, and the invocation of the one before
 --   xH          ref of the head of the frontier list (absent: empty)
 --   xc<seq>     "<start µs> <end µs> <ref of the next member or 0>": a plain compaction in the frontier list
 --   xA, xa<n>   the number of events every compacted view reads, and the nth of them (rewinds, the first event

@@ -71,6 +71,8 @@ var (
 	stateReadSrc string
 	//go:embed compacted_calls.lua
 	compactedCallsSrc string
+	//go:embed index_build.lua
+	indexBuildSrc string
 )
 
 // The scripts, each with lib.lua in front.
@@ -113,6 +115,8 @@ var (
 	StateRead = withLib(stateReadSrc)
 	// CompactedCalls is the second step of a compacted view reaching below the cached tail; see compacted_calls.lua.
 	CompactedCalls = withLib(compactedCallsSrc)
+	// IndexBuild builds a session's compaction index from its history, a chunk per call; see index_build.lua.
+	IndexBuild = withLib(indexBuildSrc)
 )
 
 // ReferenceAppend is the minimal atomic append the benchmarks measure

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,19 +13,23 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/lua"
 )
 
 // TestCompactedViewThroughTheStore runs the property's random histories
 // (TestCompactedViewProperty, both forms) through the real store: appended
 // one by one through AppendEvent, then read with Get{Compacted: true} with
 // Redis holding the whole session (the compaction index's read), with Redis
-// holding only the newest 3 events (MaxCachedEvents, after the flush) and
-// with Redis holding none of it (a cold read from Postgres). Every time the
-// view is exactly CompactedView of the history, and ADK's processing of it
-// equals that of the history (the property's checkers). Of the warm read it
-// also checks what the index gives Redis's script: events of the history, in
-// order, a view themselves (the checkers accept them), fewer than the
-// history's overall.
+// holding only the newest 3 events (MaxCachedEvents, after the flush: the
+// index's read, the older part from Postgres), with Redis holding none of
+// it (a cold read from Postgres, which builds the index: the same as the
+// appends built), again (the index's read), and of a fork of the whole
+// session (whose first read builds its index, the same again). Every time
+// the view is exactly CompactedView of the history, and ADK's processing of
+// it equals that of the history (the property's checkers). Of the warm read
+// it also checks what the index gives Redis's script: events of the
+// history, in order, a view themselves (the checkers accept them), fewer
+// than the history's overall.
 func TestCompactedViewThroughTheStore(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -51,6 +56,25 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 		}
 	}
 
+	indexed := func(sid, why string) {
+		t.Helper()
+		snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+		require.NoError(t, err)
+		require.True(t, snap.Indexed, "%s %s: the view is read from the index", sid, why)
+	}
+	// indexOf is the compaction index of session sid (the x* fields of its
+	// undo hash).
+	indexOf := func(sid string) map[string]string {
+		t.Helper()
+		h, err := svc.rdb.HGetAll(ctx, svc.cache.Keys().Session("app", "u", sid).Undo).Result()
+		require.NoError(t, err)
+		for f := range h {
+			if !strings.HasPrefix(f, "x") {
+				delete(h, f)
+			}
+		}
+		return h
+	}
 	histories := max(*compactionHistories/5, 10)
 	for _, js := range []bool{false, true} {
 		form := map[bool]string{false: "python", true: "js"}[js]
@@ -87,7 +111,12 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 					require.Empty(t, problem, "seed %d %s\nhistory:\n%s", seed, why, describe(h))
 				}
 				want := CompactedView(h)
+				var checkSession func(sid, why string)
 				check := func(why string) {
+					t.Helper()
+					checkSession(sid, why)
+				}
+				checkSession = func(sid, why string) {
 					t.Helper()
 					resp, err := svc.Get(ctx, &GetRequest{AppName: "app", UserID: "u", SessionID: sid, Compacted: true})
 					require.NoError(t, err, why)
@@ -131,9 +160,25 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 				require.True(t, snap.Indexed, "seed %d: the view is read from the index, the older part from the database", seed)
 				check("newest events cached")
 
+				built := indexOf(sid)
 				k := svc.cache.Keys().Session("app", "u", sid)
 				require.NoError(t, svc.rdb.Del(ctx, append(k.Owned(), k.Session)...).Err())
 				check("cold")
+				// The cold read built the index, the one the appends had
+				// built: the next read is the index's.
+				require.Equal(t, built, indexOf(sid), "seed %d: the index built from the history", seed)
+				indexed(sid, "after the cold read")
+				check("warm again")
+
+				// A fork of the whole session gets its index from its first
+				// compacted read.
+				fork := sid + "-fork"
+				_, err = svc.Fork(ctx, &ForkRequest{AppName: "app", UserID: "u", SessionID: sid, NewSessionID: fork})
+				require.NoError(t, err)
+				checkSession(fork, "fork")
+				require.Equal(t, built, indexOf(fork), "seed %d: the fork's index", seed)
+				indexed(fork, "after its first read")
+				checkSession(fork, "fork again")
 
 				events += len(h)
 				read += len(superset)
@@ -143,4 +188,43 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 			require.Less(t, read, events, "the index reads fewer events than the histories hold")
 		})
 	}
+}
+
+// TestIndexBuildRefusesAMovedSession: index_build.lua builds nothing for a
+// history older than the session (an append came in between: a later
+// revision) or of another incarnation, and a chunk that is not the next one
+// of a build under way is refused; the build of the current history makes
+// the index whole (xok).
+func TestIndexBuildRefusesAMovedSession(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	svc, err := Open(ctx, Config{RedisURL: testenv.RedisURL(t), Namespace: testenv.UniqueName(t, "ibuild-") + ":"})
+	require.NoError(t, err)
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	created, err := svc.Create(ctx, &CreateRequest{AppName: "app", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	var history []cache.IndexedEvent
+	for i := range 3 {
+		ev := &Event{Author: "user", InvocationID: fmt.Sprint("inv", i), Content: content("user", textPart("hi"))}
+		require.NoError(t, svc.AppendEvent(ctx, created.Session, ev))
+		history = append(history, cache.IndexedEvent{Ts: ev.Timestamp.UnixMicro(), InvocationID: ev.InvocationID, Entry: compactionIndexEntry(ev)})
+	}
+	undo := svc.cache.Keys().Session("app", "u", "s").Undo
+	require.NoError(t, svc.rdb.HDel(ctx, undo, "xok").Err()) // as a session read back from the database
+	before, err := svc.rdb.HGetAll(ctx, undo).Result()
+	require.NoError(t, err)
+	inc := created.Session.inc
+	require.ErrorIs(t, svc.cache.BuildIndex(ctx, "app", "u", "s", inc, 2, history[:2]), cache.ErrIncomplete, "an older revision")
+	require.ErrorIs(t, svc.cache.BuildIndex(ctx, "app", "u", "s", inc+1, 3, history), cache.ErrIncomplete, "another incarnation")
+	k := svc.cache.Keys().Session("app", "u", "s")
+	r, err := svc.rdb.Eval(ctx, lua.IndexBuild, []string{k.Session, k.Undo}, inc, 3, 2, history[1].Ts, history[1].InvocationID, "").Slice()
+	require.NoError(t, err)
+	require.Equal(t, []any{int64(-5)}, r, "a chunk after none")
+	after, err := svc.rdb.HGetAll(ctx, undo).Result()
+	require.NoError(t, err)
+	require.Equal(t, before, after, "nothing written by the refused calls (a chunk after none)")
+
+	require.NoError(t, svc.cache.BuildIndex(ctx, "app", "u", "s", inc, 3, history))
+	require.Equal(t, "1", svc.rdb.HGet(ctx, undo, "xok").Val(), "the index is whole")
 }

@@ -86,7 +86,7 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 	}
 	if req.Compacted {
-		if snap.Events, err = compactedRecords(snap.Events); err != nil {
+		if snap.Events, err = s.compactedRecords(ctx, args, snap); err != nil {
 			return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 		}
 	}
@@ -134,14 +134,27 @@ func answeredIDs(recs []cache.EventRecord) ([]string, error) {
 	return ids, nil
 }
 
-// compactedRecords is the records of CompactedView of the history recs
-// holds. The kept records are decoded again by the caller, on their own:
-// decoded events share one buffer (decodeEvents), and a handle showing k
-// events must not hold the n of the history.
-func compactedRecords(recs []cache.EventRecord) ([]cache.EventRecord, error) {
+// compactedRecords is the records of CompactedView of the events snap
+// holds: from the compaction index, a superset of the view; otherwise the
+// whole history, of which it then builds the index in Redis
+// (cache.BuildIndex), so that the next compacted read of the session is
+// the index's. The kept records are decoded again by the caller, on their
+// own: decoded events share one buffer (decodeEvents), and a handle showing
+// k events must not hold the n of the history.
+func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) ([]cache.EventRecord, error) {
+	recs := snap.Events
 	events, err := decodeEvents(recs)
 	if err != nil {
 		return nil, err
+	}
+	if !snap.Indexed && len(recs) > 0 && int64(len(recs)) == snap.Rev && recs[0].Seq == 1 {
+		idx := make([]cache.IndexedEvent, len(recs))
+		for i, e := range events {
+			idx[i] = cache.IndexedEvent{Ts: recs[i].Ts, InvocationID: e.InvocationID, Entry: compactionIndexEntry(e)}
+		}
+		// A build that fails (the session moved on meanwhile, Redis is full)
+		// fails no read: a later read builds the index.
+		_ = s.cache.BuildIndex(ctx, a.App, a.User, a.SID, snap.Incarnation, snap.Rev, idx)
 	}
 	keep := compactedViewIndexes(events)
 	out := make([]cache.EventRecord, len(keep))
