@@ -29,7 +29,7 @@
 --             of a session Redis holds behind what the caller read (its handle's revision or update time
 --             above the stored ones: an older copy), is answered {-9}; "0" otherwise (a fresh id, or one
 --             the database does not hold)
--- ARGV[14] -> the event's entry in the compaction index (lib.lua, index_read; "" when it needs none)
+-- ARGV[14] -> the event's entry in the compaction index (index.lua, index_read; "" when it needs none)
 -- ARGV[15] -> number of session pairs S, then S pairs (key, JSON value), then (only when S > 0) the cap of the
 --             session's state total in bytes (lib.lua; 0: none)
 -- then U, then U user pairs (key without "user:"; logged too, as one JSON object, field w, for the flusher's
@@ -264,7 +264,7 @@ if covered then
   end
 end
 
--- The compaction index (lib.lua), while the undo hash holds it whole (xok).
+-- The compaction index (index.lua), while the undo hash holds it whole (xok).
 if (xent or meta[4] ~= inv) and redis.call('HEXISTS', undo, 'xok') == 1 then
   index_event(undo, seqs, tss, inv, xent or INDEX_NONE, meta[4] ~= inv)
 end

@@ -1,6 +1,6 @@
 -- compacted_calls.lua: the second step of a compacted view (get.lua) whose ranges reached below the cached
 -- tail: the calls of the responses the caller read there, and the answers to their calls, from the compaction
--- index (lib.lua), as the session was at the first step.
+-- index (index.lua), as the session was at the first step.
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>

@@ -7,7 +7,7 @@
 -- ARGV[1] -> keep events with timestamp >= this µs ("" = no bound)
 -- ARGV[2] -> keep the newest N of those (0 = all)
 -- ARGV[3] -> invocation id whose temp state to include ("" = none)
--- KEYS[5] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (its compaction index, lib.lua)
+-- KEYS[5] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (its compaction index, index.lua)
 -- ARGV[4] -> "1" when a database backs Redis (a missing user hash means evicted or flushed away)
 -- ARGV[5] -> "1" for the events of a compacted view instead of a window (ARGV[1] and ARGV[2] then "" and 0)
 -- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat),
@@ -27,7 +27,7 @@ if after ~= '' then
   after = int(argv_int(1, 0, MAX_INT))
 end
 
--- compacted_events reads, from the compaction index of a session (lib.lua), a superset of its compacted view
+-- compacted_events reads, from the compaction index of a session (index.lua), a superset of its compacted view
 -- within the history: the frontier list's compactions, the events its ranges leave uncovered, the events every
 -- view reads (rewinds and the first events they rewind to, compactions that cover nothing, scoped events), each
 -- scope's first call, the first event with actions.compaction, ADK JS's last compacted event and the events

@@ -1,5 +1,5 @@
 #!lua
--- index_build.lua: builds, a chunk of events per call, the compaction index (lib.lua) of a session whose undo hash
+-- index_build.lua: builds, a chunk of events per call, the compaction index (index.lua) of a session whose undo hash
 -- lacks it (read back from the database, or forked): the service sends the whole history it read for a
 -- compacted view, oldest first. Between calls the session must not move: an append (which does not index a
 -- session without xok) makes the next call refuse, and the index is built again by a later read.

@@ -6,8 +6,9 @@
 // runs them without it on servers that cannot compile it). Every script receives all
 // its keys in KEYS and touches keys of one hash slot only, so the same scripts
 // run on standalone Redis and on Redis Cluster. lib.lua (input checks,
-// commands in chunks that Lua's unpack can take) is put in front of each.
-// Package cache wraps them.
+// commands in chunks that Lua's unpack can take) is put in front of each,
+// and index.lua (the compaction index) after it in front of those that keep
+// or read the index. Package cache wraps them.
 //
 // It is internal to adksession: the scripts, their KEYS and ARGV, change with
 // the key layout (docs/redis-keys.md is the contract for tools that read
@@ -22,14 +23,27 @@ import (
 //go:embed lib.lua
 var lib string
 
+//go:embed index.lua
+var indexLib string
+
 // withLib puts lib.lua in front of a script's text, after its shebang line
 // (a Redis 7 "#!lua flags=..." line must stay first).
 func withLib(script string) string {
+	return withPrefix(lib, script)
+}
+
+// withIndex puts lib.lua and index.lua (the compaction index's helpers) in
+// front of a script's text, as withLib.
+func withIndex(script string) string {
+	return withPrefix(lib+indexLib, script)
+}
+
+func withPrefix(prefix, script string) string {
 	if strings.HasPrefix(script, "#!") {
 		line, rest, _ := strings.Cut(script, "\n")
-		return line + "\n" + lib + rest
+		return line + "\n" + prefix + rest
 	}
-	return lib + script
+	return prefix + script
 }
 
 var (
@@ -75,14 +89,14 @@ var (
 	indexBuildSrc string
 )
 
-// The scripts, each with lib.lua in front.
+// The scripts, each with lib.lua in front (and index.lua, those that keep or read the compaction index).
 var (
 	// Create creates a session; see create.lua.
 	Create = withLib(createSrc)
 	// Append appends an event and applies its state delta; see append.lua.
-	Append = withLib(appendSrc)
+	Append = withIndex(appendSrc)
 	// Get reads a session with a window of events; see get.lua.
-	Get = withLib(getSrc)
+	Get = withIndex(getSrc)
 	// Delete deletes a session; see delete.lua.
 	Delete = withLib(deleteSrc)
 	// EndInvocation drops an invocation's temp state; see end_invocation.lua.
@@ -108,15 +122,15 @@ var (
 	// LeaseRelease gives up a flusher's shard lease; see lease_release.lua.
 	LeaseRelease = withLib(leaseReleaseSrc)
 	// Rewind appends a rewind event restoring an earlier state; see rewind.lua.
-	Rewind = withLib(rewindSrc)
+	Rewind = withIndex(rewindSrc)
 	// Fork creates a session from another's events before an invocation; see fork.lua.
 	Fork = withLib(forkSrc)
 	// StateRead is the flusher's read of a user's state, counted; see state_read.lua.
 	StateRead = withLib(stateReadSrc)
 	// CompactedCalls is the second step of a compacted view reaching below the cached tail; see compacted_calls.lua.
-	CompactedCalls = withLib(compactedCallsSrc)
+	CompactedCalls = withIndex(compactedCallsSrc)
 	// IndexBuild builds a session's compaction index from its history, a chunk per call; see index_build.lua.
-	IndexBuild = withLib(indexBuildSrc)
+	IndexBuild = withIndex(indexBuildSrc)
 )
 
 // ReferenceAppend is the minimal atomic append the benchmarks measure

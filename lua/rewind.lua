@@ -231,7 +231,7 @@ end
 local seq, ts, tss, stamp = store_event(sess, events, temp, uindex, ids, undo,
   {rev = rev, ut = ut, cnt = cnt, tinv = meta[4], ttl = expiring, undo = meta[8] == '1', covered = covered},
   seqs, ts0, inv, ARGV[8], post, ARGV[11], set)
--- The compaction index (lib.lua), while the undo hash holds it whole (xok).
+-- The compaction index (index.lua), while the undo hash holds it whole (xok).
 if redis.call('HEXISTS', undo, 'xok') == 1 then
   index_event(undo, seqs, tss, inv, {w = ARGV[5], c = {}, o = {}, r = {}, cs = {}, ps = {}}, meta[4] ~= inv)
 end

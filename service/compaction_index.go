@@ -11,7 +11,7 @@ import (
 const indexScoreLimit = 1 << 53
 
 // compactionIndexEntry is what the compaction index (docs/design.md, "The
-// compacted view", and lib.lua's index_event) keeps of an event as it is
+// compacted view", and index.lua's index_event) keeps of an event as it is
 // stored: entries one after another, each a tag, the length of its value in
 // bytes, ':' and the value (the undo records' format):
 //
