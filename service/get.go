@@ -32,7 +32,8 @@ type GetRequest struct {
 	// (O(log n + k) for the k events of that superset; the part older than
 	// the cached tail by time from the database) and selects the view in
 	// Go; a session Redis holds without the index (read back from the
-	// database, or forked) is read whole: O(n) for n events.
+	// database, or forked) is read whole, O(n) for n events, and that read
+	// builds the index for the next ones.
 	Compacted bool
 }
 
