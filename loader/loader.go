@@ -125,8 +125,9 @@ func records(rows []persist.EventRow) ([]cache.EventRecord, error) {
 // calls of the responses among the ranges' events (answered gives their
 // response ids) with the answers to those calls (cache.CompactedCalls),
 // from Redis and the database. snap.Events stays in seq order.
-// cache.ErrIncomplete: the index went away meanwhile (read the view from
-// the whole history instead).
+// cache.ErrIncomplete: the index went away meanwhile, or names an event
+// the database does not hold at its time (read the view from the whole
+// history instead).
 func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot, answered func([]cache.EventRecord) ([]string, error)) error {
 	if l.opts.DB == nil || !snap.Indexed || (len(snap.Older) == 0 && len(snap.Ranges) == 0) {
 		return nil
@@ -175,8 +176,8 @@ func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cach
 }
 
 // eventsAt reads from the database the events refs name and those of ranges
-// (seq 0: not known), oldest first; a named event the database lacks is an
-// error.
+// (seq 0: not known), oldest first; a named event the database lacks is
+// cache.ErrIncomplete.
 func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []cache.EventRef, ranges []persist.TimeRange) ([]cache.EventRecord, error) {
 	if len(refs) == 0 && len(ranges) == 0 {
 		return nil, nil
@@ -203,7 +204,10 @@ func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []ca
 		}
 	}
 	if found != len(seqs) {
-		return nil, fmt.Errorf("load events of session %s from the database: %d of the %d events the compaction index names", key.SessionID, found, len(seqs))
+		// The database's times are not Redis's (rows someone else wrote, or
+		// moved): the view is read from the whole history instead.
+		return nil, fmt.Errorf("load events of session %s from the database: %d of the %d events the compaction index names: %w",
+			key.SessionID, found, len(seqs), cache.ErrIncomplete)
 	}
 	return recs, nil
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -34,12 +35,7 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dbURL := testenv.FreshDatabase(t)
-	require.NoError(t, Migrate(ctx, dbURL))
-	svc, err := Open(ctx, Config{RedisURL: testenv.RedisURL(t), DatabaseURL: dbURL, Namespace: testenv.UniqueName(t, "cview-") + ":",
-		MaxCachedEvents: 3, DisableFlusher: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { svc.Close(context.Background()) })
+	svc, _ := openWithDatabase(ctx, t, "cview-", Config{MaxCachedEvents: 3, DisableFlusher: true})
 	flusher := svc.NewFlusher(nil)
 	flush := func() {
 		t.Helper()
@@ -125,16 +121,7 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 					accepts(why, got)
 				}
 
-				created, err := svc.Create(ctx, &CreateRequest{AppName: "app", UserID: "u", SessionID: sid})
-				require.NoError(t, err)
-				for _, e := range h {
-					b, err := json.Marshal(e)
-					require.NoError(t, err)
-					var c Event
-					require.NoError(t, json.Unmarshal(b, &c))
-					require.NoError(t, svc.AppendEvent(ctx, created.Session, &c), "seed %d event %s", seed, e.ID)
-					require.True(t, c.Timestamp.Equal(e.Timestamp), "seed %d event %s keeps its time", seed, e.ID)
-				}
+				appendCopies(ctx, t, svc, sid, h)
 
 				// Warm: what the index gives the script.
 				snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
@@ -227,4 +214,70 @@ func TestIndexBuildRefusesAMovedSession(t *testing.T) {
 
 	require.NoError(t, svc.cache.BuildIndex(ctx, "app", "u", "s", inc, 3, history))
 	require.Equal(t, "1", svc.rdb.HGet(ctx, undo, "xok").Val(), "the index is whole")
+}
+
+// TestCompactedViewWhenTheDatabaseMovedAnEvent: when an event the index
+// names below the cached tail is not at its time in the database (a row
+// someone else moved), the compacted Get reads the view from the whole
+// history instead of failing or missing it.
+func TestCompactedViewWhenTheDatabaseMovedAnEvent(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc, dbURL := openWithDatabase(ctx, t, "cmoved-", Config{MaxCachedEvents: 2})
+	h := newHistoryGen(2, false).history()
+	appendCopies(ctx, t, svc, "s", h)
+	// The first compaction event: every view reads it (xh).
+	at := slices.IndexFunc(h, hasCompaction)
+	require.GreaterOrEqual(t, at, 0)
+	compaction := h[at].ID
+	require.NoError(t, svc.Flush(ctx))
+	db, err := sql.Open("postgres", dbURL)
+	require.NoError(t, err)
+	defer db.Close()
+	res, err := db.ExecContext(ctx, `UPDATE events SET "timestamp" = "timestamp" + interval '1 microsecond' WHERE id = $1`, compaction)
+	require.NoError(t, err)
+	n, err := res.RowsAffected()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+
+	snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: "s", After: -1, Compacted: true})
+	require.NoError(t, err)
+	require.True(t, snap.Indexed)
+	require.Contains(t, snap.Older, cache.EventRef{Seq: int64(at + 1), Ts: h[at].Timestamp.UnixMicro()}, "the index names it below the tail")
+	whole, err := svc.Get(ctx, &GetRequest{AppName: "app", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	got, err := svc.Get(ctx, &GetRequest{AppName: "app", UserID: "u", SessionID: "s", Compacted: true})
+	require.NoError(t, err)
+	require.Equal(t, ids(CompactedView(slices.Collect(whole.Session.Events().All()))), ids(slices.Collect(got.Session.Events().All())))
+}
+
+// openWithDatabase opens a service with cfg on the harness's Redis, in a
+// namespace of its own, and a fresh migrated Postgres database (its URL
+// returned); closed when t ends.
+func openWithDatabase(ctx context.Context, t *testing.T, ns string, cfg Config) (*Service, string) {
+	t.Helper()
+	dbURL := testenv.FreshDatabase(t)
+	require.NoError(t, Migrate(ctx, dbURL))
+	cfg.RedisURL, cfg.DatabaseURL, cfg.Namespace = testenv.RedisURL(t), dbURL, testenv.UniqueName(t, ns)+":"
+	svc, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	return svc, dbURL
+}
+
+// appendCopies creates session sid of app/u and appends a copy of each
+// event of h to it, each keeping its time.
+func appendCopies(ctx context.Context, t *testing.T, svc *Service, sid string, h []*Event) {
+	t.Helper()
+	created, err := svc.Create(ctx, &CreateRequest{AppName: "app", UserID: "u", SessionID: sid})
+	require.NoError(t, err)
+	for _, e := range h {
+		b, err := json.Marshal(e)
+		require.NoError(t, err)
+		var c Event
+		require.NoError(t, json.Unmarshal(b, &c))
+		require.NoError(t, svc.AppendEvent(ctx, created.Session, &c), "%s event %s", sid, e.ID)
+		require.True(t, c.Timestamp.Equal(e.Timestamp), "%s event %s keeps its time", sid, e.ID)
+	}
 }
