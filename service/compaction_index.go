@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -47,9 +48,14 @@ func compactionIndexEntry(e *Event) string {
 		put('n', "")
 		put('s', scope)
 	}
+	// The responses a kept copy of it answers: a compaction's compacted
+	// content's (answered), any other event's own.
+	var answered json.RawMessage
+	own := true
 	if hasCompaction(e) {
 		put('h', "")
 		if r, ok := pythonCompaction(e); ok {
+			answered, own = r.content, false
 			switch {
 			case scoped:
 			case e.Branch != "" || droppedByContent(e) || !inScore(r.start) || !inScore(r.end):
@@ -59,7 +65,7 @@ func compactionIndexEntry(e *Event) string {
 			}
 		}
 	}
-	for _, p := range contentParts(e.Content) {
+	for _, p := range functionParts(e.Content) {
 		if c := p.FunctionCall; c != nil {
 			if c.ID != "" {
 				put('c', c.ID)
@@ -70,10 +76,17 @@ func compactionIndexEntry(e *Event) string {
 		}
 		if r := p.FunctionResponse; r != nil && r.ID != "" {
 			put('r', r.ID)
+			if own {
+				put('p', r.ID)
+			}
 		}
 	}
-	for _, id := range appendResponseIDs(nil, answeredContent(e)) {
-		put('p', id)
+	if !own {
+		for _, p := range functionParts(answered) {
+			if r := p.FunctionResponse; r != nil && r.ID != "" {
+				put('p', r.ID)
+			}
+		}
 	}
 	if isJSCompacted(e) {
 		end := ""
@@ -97,4 +110,31 @@ func answeredContent(e *Event) json.RawMessage {
 		return r.content
 	}
 	return e.Content
+}
+
+// functionParts is contentParts of content, nil without parsing it when
+// content cannot hold a function call or response (mayHoldFunctionParts:
+// the commonest event, text, has none).
+func functionParts(content json.RawMessage) []contentPart {
+	if !mayHoldFunctionParts(content) {
+		return nil
+	}
+	return contentParts(content)
+}
+
+// mayHoldFunctionParts reports whether content may have a part with a
+// functionCall or functionResponse member as contentParts reads it:
+// encoding/json matches member names without regard to case (and no letter
+// of "function" folds to a non-ASCII one), and only a \u escape can spell a
+// letter of a name otherwise.
+func mayHoldFunctionParts(content []byte) bool {
+	if bytes.Contains(content, []byte(`\u`)) {
+		return true
+	}
+	for i := 0; i+8 <= len(content); i++ {
+		if content[i]|0x20 == 'f' && bytes.EqualFold(content[i:i+8], []byte("function")) {
+			return true
+		}
+	}
+	return false
 }
