@@ -29,8 +29,10 @@ type snapshot struct {
 	keys  []string          // dump: the keys put back
 	lens  map[sessKey]int   // events each session had when it was taken
 	temps map[sessKey]mTemp // the temp state each session had then
-	// hold: the shard's master and its replica, stopped since
+	// hold: the shard's master and its replica, stopped since, and the
+	// sessions the shard serves (the others' keys do not go back)
 	master, replica string
+	shard           map[sessKey]bool
 }
 
 // whole tells whether the snapshot is of every session (the whole Redis, or
@@ -94,6 +96,14 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 			return fmt.Errorf("hold a replica of %s: %w", master, err)
 		}
 		snap.master = master
+		snap.shard = map[sessKey]bool{}
+		for k := range snap.lens {
+			m, err := d.e.masterOf(d.e.keys.Session(k.App, k.User, k.SID).Session)
+			if err != nil {
+				return err
+			}
+			snap.shard[k] = m == master
+		}
 		d.hist.add("  fault: replica %s of master %s (the shard of %v) stopped (SIGKILL): its AOF holds what it had applied", snap.replica, master, k)
 	case "dump":
 		k := d.clients[0].slots[slot].key
@@ -170,7 +180,12 @@ func (d *driver) regress(ctx context.Context, checkpoint bool) error {
 		if d.m.session(k) != nil {
 			keys = append(keys, k)
 			users[userKey{k.App, k.User}] = true
-			d.m.tempRegressed(k, snap.temps[k]) // before the regress, as for an eviction
+			// Before the regress, as for an eviction. A hold takes one
+			// shard back: the temp state of a session another shard serves
+			// stays as it is.
+			if snap.mode != "hold" || snap.shard[k] {
+				d.m.tempRegressed(k, snap.temps[k])
+			}
 		}
 	}
 	slices.SortFunc(keys, func(a, b sessKey) int { return cmpStr(a.String(), b.String()) })
