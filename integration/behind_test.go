@@ -199,7 +199,6 @@ func TestFlushAllDuringBatch(t *testing.T) {
 	// The test runs the flusher's passes itself, so that the batch held by
 	// the lock reads e4..e6 together.
 	e := newWB(t, srv.URL, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
-	ctx := wbCtx(t)
 	f := newManualFlusher(t, e)
 	drain := f.drain
 	k := sessKey{"app", "u", "s"}
@@ -212,25 +211,11 @@ func TestFlushAllDuringBatch(t *testing.T) {
 		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
 	}
 
-	// Hold the session's row: every write of the batch (its events rows
-	// take a KEY SHARE lock on it) waits; plain reads do not.
-	lock, err := e.db.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer lock.Rollback()
-	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
-	require.NoError(t, err)
-	passed := f.pass()
-	waitLockWaiter(t, e)
-
-	require.NoError(t, e.rdb.FlushAll(ctx).Err())
-	cold, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
-	require.NoError(t, err)
-	require.Equal(t, 3, cold.Session.Events().Len(), "the cold read serves what the database holds")
-	require.NoError(t, lock.Commit())
-	require.NoError(t, <-passed)
+	cold := f.flushAllDuringPass(k)
+	require.Equal(t, 3, cold.Events().Len(), "the cold read serves what the database holds")
 	require.Len(t, readDB(t, e.db).Events[k], 6, "the batch in flight committed e4..e6")
 
-	behindEvent(t, e.svc, cold.Session, "e7", 7)
+	behindEvent(t, e.svc, cold, "e7", 7)
 	drain()
 	e.requireBehindRows(k, 7)
 	got := e.requireBehindGet(k, 7)
@@ -263,6 +248,29 @@ func (m *manualFlusher) drain() {
 		require.NoError(m.t, err)
 		require.True(m.t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
 	}
+}
+
+// flushAllDuringPass runs a pass whose batch waits on a lock of k's
+// sessions row (every write of the batch, its events rows taking a KEY
+// SHARE lock on it, waits; plain reads do not), wipes Redis (FLUSHALL)
+// meanwhile and reads k cold, then lets the batch commit. It returns the
+// cold read's session.
+func (m *manualFlusher) flushAllDuringPass(k sessKey) *service.Session {
+	t, e, ctx := m.t, m.e, wbCtx(m.t)
+	t.Helper()
+	lock, err := e.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer lock.Rollback()
+	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
+	require.NoError(t, err)
+	passed := m.pass()
+	waitLockWaiter(t, e)
+	require.NoError(t, e.rdb.FlushAll(ctx).Err())
+	cold, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+	require.NoError(t, err)
+	require.NoError(t, lock.Commit())
+	require.NoError(t, <-passed)
+	return cold.Session
 }
 
 // pass starts one pass; its error comes on the channel when it returns.

@@ -270,7 +270,7 @@ func (sb *shardBatch) addUserWrites(changes []cache.Change, events bool) {
 		w := UserWrite{Key: SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}, Incarnation: c.Incarnation,
 			LogPos: sb.logPos[c.ID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
 		if c.Kind == 'a' {
-			w.Seq = c.Seq
+			w.Seq, w.Ts = c.Seq, c.Ts
 		}
 		for _, p := range c.UserDelta {
 			w.Delta[p.Key] = json.RawMessage(p.Value)
