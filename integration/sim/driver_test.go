@@ -57,9 +57,11 @@ type driver struct {
 	ops     atomic.Int64
 	// knownDup: retried events stored again by an older Redis copy (open finding)
 	knownDup atomic.Int64
-	counts   [len(opNames)]atomic.Int64
-	kindMu   sync.Mutex
-	kinds    map[string]int // faults carried out, by kind and mode (each seed's summary)
+	// holds, when set, answers copyHolds instead of Redis (the model's tests).
+	holds  func(k sessKey, id string) bool
+	counts [len(opNames)]atomic.Int64
+	kindMu sync.Mutex
+	kinds  map[string]int // faults carried out, by kind and mode (each seed's summary)
 }
 
 // count records a fault carried out (a kind and its mode).
