@@ -57,6 +57,8 @@ type driver struct {
 	ops     atomic.Int64
 	// knownDup: retried events stored again by an older Redis copy (open finding)
 	knownDup atomic.Int64
+	// dbDup: such retries that the copy had looked up in the database instead
+	dbDup atomic.Int64
 	// holds, when set, answers copyHolds instead of Redis (the model's tests).
 	holds  func(k sessKey, id string) bool
 	counts [len(opNames)]atomic.Int64

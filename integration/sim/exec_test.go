@@ -228,6 +228,7 @@ func (c *client) record(o *op, sl *slot, h *handle, p pred, sent, ev *service.Ev
 		// holds). Standalone single seed 227977846135, op #219: the model
 		// took the answer for the copy's new event, and wanted the app
 		// listing #222 to show it.
+		c.d.dbDup.Add(1)
 		c.log("duplicate acknowledged from the database (Redis's older copy lacks it): %s at %d", ev.ID, ev.Timestamp.UnixMicro())
 	case p.viewOnly:
 		c.storedOverDB(o, sl.key, h, sent, ev)

@@ -114,6 +114,7 @@ func TestModelRetryLookedUpInDatabase(t *testing.T) {
 			require.Equal(t, []string{"e1", "e2"}, ids(s.View), "looked up in the database: the copy as it was")
 			require.EqualValues(t, 2, h.rev, "the handle as it was")
 			require.Zero(t, d.knownDup.Load())
+			require.EqualValues(t, 1, d.dbDup.Load())
 			// A listing may show the copy: e2's time, the state without e3's session key.
 			require.EqualValues(t, 101, s.as(s.View).updateTime())
 			listed := d.m.merged(k, s.View)
