@@ -202,3 +202,39 @@ func TestApplyRebasedUserWrites(t *testing.T) {
 		same(t, "after a replay", jsonValue(t, got), want)
 	})
 }
+
+// TestApplyRecordsCountOfSkippedSnapshot: a user's snapshot that is not
+// newer than the row is not written, but its flush count (the flusher's
+// read, counted in Redis) is recorded, by Apply and by ApplyEach: a copy
+// of the hash from before that read, whose next count is at or below it,
+// is then rebased onto the row (simulation seed 999150698881).
+func TestApplyRecordsCountOfSkippedSnapshot(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		for _, each := range []bool{false, true} {
+			t.Run(fmt.Sprint("each=", each), func(t *testing.T) {
+				ctx := context.Background()
+				s := migrated(t, b)
+				user := func(v string, rev, flush int64) []StateUpsert {
+					return []StateUpsert{{AppName: "app", UserID: "u1", Rev: rev, State: map[string]json.RawMessage{"k": json.RawMessage(`"` + v + `"`)},
+						UpdateTime: eventTime(inc1, 1), Flush: flush}}
+				}
+				apply(t, s, &Batch{UserStates: user("db", 5, 3)})
+				skipped := &Batch{UserStates: user("db", 5, 6)}
+				if each {
+					rejected, err := s.ApplyEach(ctx, skipped)
+					must(t, err)
+					same(t, "rejected", len(rejected), 0)
+				} else {
+					apply(t, s, skipped)
+				}
+				// The copy read at count 4, 5 or 6 before: its next read counts 6.
+				older := &Batch{UserStates: user("older copy", 5, 6)}
+				apply(t, s, older)
+				same(t, "outcome", older.Outcome.RebasedUsers, []SessionKey{{AppName: "app", UserID: "u1"}})
+				got, _, err := s.LoadUserState(ctx, "app", "u1")
+				must(t, err)
+				same(t, "user state", jsonValue(t, got), map[string]any{"k": "db"})
+			})
+		}
+	})
+}
