@@ -45,7 +45,12 @@ type BadEvent struct {
 }
 
 // ReadForFlush reads, in one pipeline, the current meta and state of each
-// session, its user state and the events in the range of each ref.
+// session, its user state and the events in the range of each ref. Each
+// user's hash is read once, for the user's first ref, and the others share
+// that read: every read counts (m:fc, state_read.lua), and the database
+// must record every count Redis takes, or a copy Redis comes back with
+// from between two counts would not be found older (docs/design.md,
+// "Redis behind the database").
 func (s *Store) ReadForFlush(ctx context.Context, refs []FlushRef) ([]FlushRead, error) {
 	if len(refs) == 0 {
 		return nil, nil
@@ -57,10 +62,14 @@ func (s *Store) ReadForFlush(ctx context.Context, refs []FlushRef) ([]FlushRead,
 	sc := s.pick(stateReadScript)
 	run := func(eval func(redis.Pipeliner, []string) *redis.Cmd) error {
 		pipe := s.rdb.Pipeline()
+		read := map[string]*redis.Cmd{} // by user hash key
 		for i, r := range refs {
 			k := s.keys.Session(r.App, r.User, r.SID)
 			sess[i] = pipe.HGetAll(ctx, k.Session)
-			users[i] = eval(pipe, []string{k.User, s.keys.ShardKeys(k.Shard).Log}) // counted: state_read.lua
+			if users[i] = read[k.User]; users[i] == nil {
+				users[i] = eval(pipe, []string{k.User, s.keys.ShardKeys(k.Shard).Log}) // counted: state_read.lua
+				read[k.User] = users[i]
+			}
 			evs[i] = nil
 			if r.MinTs <= r.MaxTs {
 				evs[i] = pipe.ZRangeByScoreWithScores(ctx, k.Events, &redis.ZRangeBy{

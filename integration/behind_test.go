@@ -199,7 +199,6 @@ func TestFlushAllDuringBatch(t *testing.T) {
 	// The test runs the flusher's passes itself, so that the batch held by
 	// the lock reads e4..e6 together.
 	e := newWB(t, srv.URL, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
-	ctx := wbCtx(t)
 	f := newManualFlusher(t, e)
 	drain := f.drain
 	k := sessKey{"app", "u", "s"}
@@ -212,25 +211,11 @@ func TestFlushAllDuringBatch(t *testing.T) {
 		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
 	}
 
-	// Hold the session's row: every write of the batch (its events rows
-	// take a KEY SHARE lock on it) waits; plain reads do not.
-	lock, err := e.db.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer lock.Rollback()
-	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
-	require.NoError(t, err)
-	passed := f.pass()
-	waitLockWaiter(t, e)
-
-	require.NoError(t, e.rdb.FlushAll(ctx).Err())
-	cold, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
-	require.NoError(t, err)
-	require.Equal(t, 3, cold.Session.Events().Len(), "the cold read serves what the database holds")
-	require.NoError(t, lock.Commit())
-	require.NoError(t, <-passed)
+	cold := f.flushAllDuringPass(k)
+	require.Equal(t, 3, cold.Events().Len(), "the cold read serves what the database holds")
 	require.Len(t, readDB(t, e.db).Events[k], 6, "the batch in flight committed e4..e6")
 
-	behindEvent(t, e.svc, cold.Session, "e7", 7)
+	behindEvent(t, e.svc, cold, "e7", 7)
 	drain()
 	e.requireBehindRows(k, 7)
 	got := e.requireBehindGet(k, 7)
@@ -263,6 +248,29 @@ func (m *manualFlusher) drain() {
 		require.NoError(m.t, err)
 		require.True(m.t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
 	}
+}
+
+// flushAllDuringPass runs a pass whose batch waits on a lock of k's
+// sessions row (every write of the batch, its events rows taking a KEY
+// SHARE lock on it, waits; plain reads do not), wipes Redis (FLUSHALL)
+// meanwhile and reads k cold, then lets the batch commit. It returns the
+// cold read's session.
+func (m *manualFlusher) flushAllDuringPass(k sessKey) *service.Session {
+	t, e, ctx := m.t, m.e, wbCtx(m.t)
+	t.Helper()
+	lock, err := e.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer lock.Rollback()
+	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
+	require.NoError(t, err)
+	passed := m.pass()
+	waitLockWaiter(t, e)
+	require.NoError(t, e.rdb.FlushAll(ctx).Err())
+	cold, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+	require.NoError(t, err)
+	require.NoError(t, lock.Commit())
+	require.NoError(t, <-passed)
+	return cold.Session
 }
 
 // pass starts one pass; its error comes on the channel when it returns.
@@ -793,4 +801,106 @@ func TestForkOnUserBehind(t *testing.T) {
 	rows := readDB(t, e.db)
 	require.Len(t, rows.Events[sessKey{"app", "u", "n"}], 1, "the fork's copy is in the database")
 	require.Equal(t, float64(3), rows.Users[[2]string{"app", "u"}]["k"], "user:k: the newer acknowledged value")
+}
+
+// TestUserBehindUncountedReads: the flusher counts its reads of a user's
+// hash (m:fc) and the database records the count, so that a copy of the
+// hash Redis comes back with from before a read counts at or below the
+// database's and is rebased (docs/design.md, "Redis behind the database").
+// Each case has a read that Redis counted and the database did not record
+// before: then the older copy's next read counted above the database's, its
+// snapshot was not above the row's revision, and the write acknowledged on
+// it (user:y) never reached the database (simulation seed 999150698881: a
+// failover to a replica held behind, after reads not recorded).
+//   - SkippedSnapshot: a batch read the hash and wrote no snapshot of it
+//     (nothing newer than the row), so it recorded no count.
+//   - GoneSession: a batch read the hash with a session deleted since,
+//     whose user: write (field w) it held, and carried neither.
+//   - TwoSessions: a batch read the hash once per session of the user and
+//     recorded the first count.
+//
+// In the first and the last, the older copy is put back after the hash was
+// evicted and rebuilt from the database (its count starting at the
+// database's) and written again.
+func TestUserBehindUncountedReads(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		batch int // Config.FlushBatchSize (0: the default)
+		// run writes; it returns the dumps of an older copy of the user's
+		// hash to put back before user:y is written through a, or nil when
+		// it put it back and wrote user:y itself.
+		run  func(e *wbEnv, m *manualFlusher, userKey string) map[string]string
+		want map[string]any // beyond k = 2 and y = 3
+	}{
+		{"SkippedSnapshot", 0, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
+			a := e.create(e.svc, "app", "u", "a", nil)
+			e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
+			m.drain()
+			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"s": 2}) // the user's hash is read, not newer
+			m.drain()
+			old := e.dumpKeys(userKey)
+			e.evictAndWrite(m, a, userKey)
+			return old
+		}, nil},
+		{"GoneSession", 2, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
+			a := e.create(e.svc, "app", "u", "a", nil)
+			e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
+			m.drain()
+			old := e.dumpKeys(userKey)
+			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"user:k": 2})
+			m.drain()
+			e.restoreKeys(old, userKey)
+			// b's create and append in one batch (2 entries), its delete in
+			// the next: the first batch finds b gone.
+			b := e.create(e.svc, "app", "u", "b", nil)
+			e.mustAppend(e.svc, b, "i3", "three", map[string]any{"user:y": 3})
+			e.delete(e.svc, "app", "u", "b")
+			return nil
+		}, nil},
+		{"TwoSessions", 0, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
+			a := e.create(e.svc, "app", "u", "a", nil)
+			e.create(e.svc, "app", "u", "b", map[string]any{"user:x": 1})
+			e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
+			m.drain() // one batch, both sessions
+			old := e.dumpKeys(userKey)
+			e.evictAndWrite(m, a, userKey)
+			return old
+		}, map[string]any{"x": float64(1)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(cfg *service.Config) {
+				cfg.DisableFlusher = true
+				if c.batch > 0 {
+					cfg.FlushBatchSize = c.batch
+				}
+			})
+			m := newManualFlusher(t, e)
+			userKey := e.sessionKeys("app", "u", "a").User
+			if old := c.run(e, m, userKey); old != nil {
+				require.Contains(t, old, userKey)
+				e.restoreKeys(old, userKey)
+				a, err := e.svc.Get(wbCtx(t), &service.GetRequest{AppName: "app", UserID: "u", SessionID: "a"})
+				require.NoError(t, err)
+				e.mustAppend(e.svc, a.Session, "i4", "four", map[string]any{"user:y": 3})
+			}
+			m.drain()
+			want := map[string]any{"k": float64(2), "y": float64(3)}
+			for k, v := range c.want {
+				want[k] = v
+			}
+			e.requireUserState("app", "u", want)
+		})
+	}
+}
+
+// evictAndWrite deletes the user's hash (evicted: it has a TTL once
+// flushed), so that the next write puts it back from the database, with the
+// database's flush count; then writes user:k = 2 through a and flushes it.
+func (e *wbEnv) evictAndWrite(m *manualFlusher, a *service.Session, userKey string) {
+	e.t.Helper()
+	require.NoError(e.t, e.rdb.Del(wbCtx(e.t), userKey).Err())
+	e.mustAppend(e.svc, a, "i3", "three", map[string]any{"user:k": 2})
+	m.drain()
 }

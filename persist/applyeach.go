@@ -153,13 +153,19 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 			return nil, err
 		}
 	}
+	revs := map[stateKey]stateRev{}
+	for _, r := range p.stateRevs {
+		revs[r.key] = r
+	}
 	for _, group := range []struct {
 		users  bool
 		unit   Unit
 		states []*StateUpsert
 	}{{false, UnitAppState, p.appStates}, {true, UnitUserState, p.userStates}} {
 		for _, st := range group.states {
-			rev := stateRev{key: stateKey{app: st.AppName, user: st.UserID}, rev: st.Rev, flushes: st.Flush, orders: st.Orders}
+			k := stateKey{app: st.AppName, user: st.UserID}
+			rev := revs[k]
+			delete(revs, k)
 			if _, err := try(Rejected{Unit: group.unit, Key: SessionKey{AppName: st.AppName, UserID: st.UserID}}, func() error {
 				if err := s.writeStates(ctx, tx, group.users, []*StateUpsert{st}); err != nil {
 					return err
@@ -169,6 +175,16 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 				return nil, err
 			}
 		}
+	}
+	// The flush counts of the snapshots not written (planStates).
+	var counts []stateRev
+	for _, r := range p.stateRevs {
+		if _, ok := revs[r.key]; ok {
+			counts = append(counts, r)
+		}
+	}
+	if err := s.writeStateRevs(ctx, tx, counts); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -132,8 +132,8 @@ type Batch struct {
 type UserWrite struct {
 	Key         SessionKey
 	Incarnation int64
-	// Seq is the event's seq; 0 for a create.
-	Seq int64
+	// Seq is the event's seq and Ts its time in µs; 0 for a create.
+	Seq, Ts int64
 	// LogPos is the change's position in the batch (EventRow.LogPos).
 	LogPos int
 	// Delta holds the keys without "user:", as JSON values.

@@ -239,9 +239,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		if err != nil {
 			return nil, err
 		}
-		if st.OK && st.Dead < st.Rev {
-			sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: uk[0], UserID: uk[1], Rev: st.Rev,
-				State: rawState(st.State), UpdateTime: time.Now().UTC(), Rebase: st.Rebase, Flush: st.Flush, LogTail: st.LogTail})
+		if sb.addUser(uk[0], uk[1], g, st, time.Now().UTC()) {
 			sb.userMark[uk] = sb.markOf[g.key][0]
 			sb.marks[sb.userMark[uk]].UserRev, sb.marks[sb.userMark[uk]].UserFlush = st.Rev, st.Flush
 		}
@@ -270,7 +268,7 @@ func (sb *shardBatch) addUserWrites(changes []cache.Change, events bool) {
 		w := UserWrite{Key: SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}, Incarnation: c.Incarnation,
 			LogPos: sb.logPos[c.ID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
 		if c.Kind == 'a' {
-			w.Seq = c.Seq
+			w.Seq, w.Ts = c.Seq, c.Ts
 		}
 		for _, p := range c.UserDelta {
 			w.Delta[p.Key] = json.RawMessage(p.Value)
@@ -301,6 +299,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		for _, c := range g.changes {
 			sb.deadLetter(c, cache.DeadSession, r.Err.Error(), map[string]any{"events_written": false})
 		}
+		sb.carryUser(ref, g, r.User)
 		return
 	}
 	if r.Snap == nil {
@@ -311,6 +310,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		if ref.Create {
 			sb.batch.Voided = append(sb.batch.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(ref.Incarnation).UTC()})
 		}
+		sb.carryUser(ref, g, r.User)
 		return
 	}
 	up := SessionUpsert{
@@ -364,12 +364,9 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	sb.written[g.key] = len(up.Events)
 	sb.batch.Sessions = append(sb.batch.Sessions, up)
 	userRev := int64(-1)
-	uk := [2]string{ref.App, ref.User}
-	if _, done := sb.carriers[uk]; !done && r.User.OK && r.User.Dead < r.User.Rev {
-		sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: ref.App, UserID: ref.User, Rev: r.User.Rev,
-			State: rawState(r.User.State), UpdateTime: up.UpdateTime, Rebase: r.User.Rebase, Flush: r.User.Flush, LogTail: r.User.LogTail})
+	if sb.addUser(ref.App, ref.User, g, r.User, up.UpdateTime) {
 		userRev = r.User.Rev
-		sb.userMark[uk] = len(sb.marks)
+		sb.userMark[[2]string{ref.App, ref.User}] = len(sb.marks)
 	}
 	lastID := ""
 	for _, e := range up.Events {
@@ -383,6 +380,37 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	}
 	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev,
 		Hold: -heldChanges(g.changes), EventID: lastID, UserFlush: userFlush})
+}
+
+// addUser adds user state st, read with a session of g, to the batch at
+// update time at, unless the batch carries the user's state already or
+// there is nothing to write (Redis holds no hash, or its revision was
+// dead-lettered). It reports whether it added it.
+func (sb *shardBatch) addUser(app, user string, g *sessionChanges, st cache.StateRev, at time.Time) bool {
+	uk := [2]string{app, user}
+	if _, done := sb.carriers[uk]; done || !st.OK || st.Dead >= st.Rev {
+		return false
+	}
+	sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: app, UserID: user, Rev: st.Rev,
+		State: rawState(st.State), UpdateTime: at, Rebase: st.Rebase, Flush: st.Flush, LogTail: st.LogTail})
+	return true
+}
+
+// carryUser adds the user state read with a session the batch writes
+// nothing of (gone, created again, or unreadable) when no other session of
+// the batch carries it, with a mark of its own that names no seq (so
+// flushed.lua leaves the session's keys alone). The read was counted
+// (state_read.lua): the database must compare the count and record it, or
+// a copy of the hash Redis came back with would not be found older, and
+// writes the batch holds no event of (Batch.UserWrites) would not reach a
+// user Redis is behind (simulation seed 999150698881).
+func (sb *shardBatch) carryUser(ref cache.FlushRef, g *sessionChanges, st cache.StateRev) {
+	if !sb.addUser(ref.App, ref.User, g, st, time.Now().UTC()) {
+		return
+	}
+	sb.userMark[[2]string{ref.App, ref.User}] = len(sb.marks)
+	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: -1,
+		UserRev: st.Rev, UserFlush: st.Flush})
 }
 
 // heldChanges counts the retried entries of changes that hold their

@@ -135,12 +135,20 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 }
 
 // planStates keeps, per key, the latest snapshot of in that is newer than
-// the tracked rev, and records the revs to track in revs.
+// the tracked rev, and records the revs to track in revs: with each, the
+// greatest flush count read of the key. A user's snapshot that is not
+// written (not newer) still has its count recorded, at the tracked rev:
+// its read was counted in Redis (state_read.lua), and a copy of the hash
+// Redis comes back with from before that read must count at or below the
+// database's to be found older (docs/design.md, "Redis behind the
+// database"; simulation seed 999150698881).
 func planStates(in []StateUpsert, tracked map[stateKey]int64, revs *[]stateRev) []*StateUpsert {
 	latest := map[stateKey]*StateUpsert{}
+	counts := map[stateKey]int64{}
 	for i := range in {
 		s := &in[i]
 		k := stateKey{app: s.AppName, user: s.UserID}
+		counts[k] = max(counts[k], s.Flush)
 		if rev, ok := tracked[k]; ok && s.Rev <= rev && !s.Merged {
 			continue
 		}
@@ -149,9 +157,15 @@ func planStates(in []StateUpsert, tracked map[stateKey]int64, revs *[]stateRev) 
 		}
 	}
 	var out []*StateUpsert
-	for _, k := range sortedKeys(latest, compareStateKeys) {
-		out = append(out, latest[k])
-		*revs = append(*revs, stateRev{key: k, rev: latest[k].Rev, flushes: latest[k].Flush, orders: latest[k].Orders})
+	for _, k := range sortedKeys(counts, compareStateKeys) {
+		l, ok := latest[k]
+		switch {
+		case ok:
+			out = append(out, l)
+			*revs = append(*revs, stateRev{key: k, rev: l.Rev, flushes: counts[k], orders: l.Orders})
+		case counts[k] > 0:
+			*revs = append(*revs, stateRev{key: k, rev: tracked[k], flushes: counts[k]})
+		}
 	}
 	return out
 }

@@ -129,7 +129,7 @@ func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map
 		out = cloneBatch(b)
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(users), compareStateKeys) {
-		if err := rebaseUser(ctx, tx, out, b.Outcome.Rebased, k, sessions, states); err != nil {
+		if err := rebaseUser(ctx, tx, s.d, out, b.Outcome.Rebased, k, sessions, states); err != nil {
 			return nil, err
 		}
 		b.Outcome.RebasedUsers = append(b.Outcome.RebasedUsers, SessionKey{AppName: k.app, UserID: k.user})
@@ -248,7 +248,7 @@ func rebaseSession(u *SessionUpsert, t tracked, db *dbSession) SessionUpsert {
 // user: deltas of the batch's new changes applied in log order (its new
 // events', and the UserWrites the database lacks), at a rev above the
 // database's. rebased are the batch's rebased sessions.
-func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []SessionKey, k stateKey,
+func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSessions []SessionKey, k stateKey,
 	sessions map[SessionKey]tracked, states map[stateKey]int64) error {
 	var state stateColumn
 	err := tx.QueryRowContext(ctx, `SELECT state FROM user_states WHERE app_name = $1 AND user_id = $2`, k.app, k.user).Scan(&state)
@@ -286,15 +286,27 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []Ses
 	// The writes no event of the batch carries (a create's initial user:
 	// keys, the events of a session deleted since), unless the database
 	// holds their change: its session at a later incarnation, deleted, or
-	// created (and, for an event, at or past its seq).
+	// created (and, for an event, its event: at or past its seq, and at its
+	// time, since an older copy in Redis numbers over the database's events).
 	for _, w := range b.UserWrites {
 		if w.Key.AppName != k.app || w.Key.UserID != k.user {
 			continue
 		}
 		t, tracked := sessions[w.Key]
-		if !tracked || t.incarnation < w.Incarnation || (t.incarnation == w.Incarnation && !t.deleted && w.Seq > t.rev) {
-			news = append(news, w)
+		switch {
+		case !tracked || t.incarnation < w.Incarnation:
+		case t.incarnation > w.Incarnation || t.deleted || w.Seq == 0:
+			continue
+		case w.Seq <= t.rev:
+			held, err := eventAt(ctx, tx, d, w.Key, w.Ts)
+			if err != nil {
+				return err
+			}
+			if held {
+				continue
+			}
 		}
+		news = append(news, w)
 	}
 	slices.SortStableFunc(news, func(a, b UserWrite) int { return cmp.Compare(a.LogPos, b.LogPos) })
 	for _, w := range news {
@@ -309,6 +321,23 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, b *Batch, rebasedSessions []Ses
 	st.State = state
 	st.Rev = max(st.Rev, states[k]+1)
 	return nil
+}
+
+// eventAt tells whether the database holds an event of session key at ts
+// (µs): an event at its seq in Redis's copy that the database holds, or one
+// Redis numbered over the database's (an event stored again at exactly the
+// database's time cannot be told from it: docs/design.md, "Ids unknown to
+// an older copy").
+func eventAt(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, ts int64) (bool, error) {
+	at := formatTime(time.UnixMicro(ts))
+	var n int
+	err := tx.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM events
+WHERE app_name = ? AND user_id = ? AND session_id = ? AND "timestamp" >= ? AND "timestamp" <= ?`),
+		key.AppName, key.UserID, key.SessionID, at, at).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read events of session %s to rebase its user: %w", key, err)
+	}
+	return n > 0, nil
 }
 
 // readDBSession reads what the database holds of session key, and which of

@@ -159,9 +159,18 @@ func TestApplyRebasedUserWrites(t *testing.T) {
 		// Each write sets u (the last in log order wins) and a key of its own.
 		write := func(sid string, inc, seq int64, pos int) UserWrite {
 			name := fmt.Sprintf("%s-%d", sid, seq)
-			return UserWrite{Key: skey(sid), Incarnation: inc, Seq: seq, LogPos: pos,
+			w := UserWrite{Key: skey(sid), Incarnation: inc, Seq: seq, LogPos: pos,
 				Delta: map[string]json.RawMessage{"u": json.RawMessage(`"` + name + `"`), name: json.RawMessage(`1`)}}
+			if seq > 0 {
+				w.Ts = eventTime(inc, seq).UnixMicro()
+			}
+			return w
 		}
+		// An event of Redis's older copy at a seq the database gave another
+		// event: at another time.
+		over := write("s1", inc1, 2, 5)
+		over.Ts++
+		over.Delta = map[string]json.RawMessage{"over": json.RawMessage(`1`)}
 		older := []StateUpsert{{AppName: "app", UserID: "u1", Rev: 2, State: map[string]json.RawMessage{"u": json.RawMessage(`"older copy"`)},
 			UpdateTime: eventTime(inc1, 3), Flush: 2}}
 		inc2 := inc1 + 1000
@@ -174,11 +183,12 @@ func TestApplyRebasedUserWrites(t *testing.T) {
 				write("s2", inc2, 0, 2),
 				write("s3", inc2, 1, 4), // after s1's e3 in the log
 				write("s1", inc1, 3, 3),
+				over,
 			},
 		}
 		apply(t, s, batch)
 		same(t, "outcome", batch.Outcome, Outcome{RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}}})
-		want := map[string]any{"u": "s3-1", "keep": float64(1), "s2-0": float64(1), "s3-1": float64(1), "s1-3": float64(1)}
+		want := map[string]any{"u": "s3-1", "keep": float64(1), "s2-0": float64(1), "s3-1": float64(1), "s1-3": float64(1), "over": float64(1)}
 		got, _, err := s.LoadUserState(ctx, "app", "u1")
 		must(t, err)
 		same(t, "user state: the database's, then the writes it lacked, in log order", jsonValue(t, got), want)
@@ -190,5 +200,41 @@ func TestApplyRebasedUserWrites(t *testing.T) {
 		got, _, err = s.LoadUserState(ctx, "app", "u1")
 		must(t, err)
 		same(t, "after a replay", jsonValue(t, got), want)
+	})
+}
+
+// TestApplyRecordsCountOfSkippedSnapshot: a user's snapshot that is not
+// newer than the row is not written, but its flush count (the flusher's
+// read, counted in Redis) is recorded, by Apply and by ApplyEach: a copy
+// of the hash from before that read, whose next count is at or below it,
+// is then rebased onto the row (simulation seed 999150698881).
+func TestApplyRecordsCountOfSkippedSnapshot(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		for _, each := range []bool{false, true} {
+			t.Run(fmt.Sprint("each=", each), func(t *testing.T) {
+				ctx := context.Background()
+				s := migrated(t, b)
+				user := func(v string, rev, flush int64) []StateUpsert {
+					return []StateUpsert{{AppName: "app", UserID: "u1", Rev: rev, State: map[string]json.RawMessage{"k": json.RawMessage(`"` + v + `"`)},
+						UpdateTime: eventTime(inc1, 1), Flush: flush}}
+				}
+				apply(t, s, &Batch{UserStates: user("db", 5, 3)})
+				skipped := &Batch{UserStates: user("db", 5, 6)}
+				if each {
+					rejected, err := s.ApplyEach(ctx, skipped)
+					must(t, err)
+					same(t, "rejected", len(rejected), 0)
+				} else {
+					apply(t, s, skipped)
+				}
+				// The copy read at count 4, 5 or 6 before: its next read counts 6.
+				older := &Batch{UserStates: user("older copy", 5, 6)}
+				apply(t, s, older)
+				same(t, "outcome", older.Outcome.RebasedUsers, []SessionKey{{AppName: "app", UserID: "u1"}})
+				got, _, err := s.LoadUserState(ctx, "app", "u1")
+				must(t, err)
+				same(t, "user state", jsonValue(t, got), map[string]any{"k": "db"})
+			})
+		}
 	})
 }

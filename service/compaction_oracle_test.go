@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+
+	"github.com/adksession/adksession/integration/testenv"
 )
 
 // This file is an oracle of ADK's context building, transliterated from
@@ -24,7 +26,9 @@ import (
 //   - ADK JS 2.0.0, dist/esm/context/compaction_utils.js: getActiveEvents,
 //     which ContentRequestProcessor runs on the session's events before
 //     getContents (a function of its result, the agent name, branch and
-//     scope alone).
+//     scope alone); the transliteration is testenv.ADKJSActive, shared
+//     with integration's TestADKJSCompactedViewProperty, which runs ADK
+//     JS's own on the same histories and holds the two to each other.
 //
 // It reads events on its own (pyEvent), sharing only parseEpoch with the
 // code under test: ADK Python compares float seconds, the oracle compares
@@ -503,31 +507,16 @@ func pyGetContents(all []*pyEvent, f pyFilter) pyContents {
 // not run in parallel).
 var oracleStats struct{ recovered int }
 
-// adkJSActive is ADK JS 2.0.0's getActiveEvents: the last compacted event
-// and the other events after its endTime, or all events when none is
-// compacted. ADK JS's timestamps are milliseconds.
+// adkJSActive is ADK JS 2.0.0's getActiveEvents (testenv.ADKJSActive,
+// which integration's TestADKJSCompactedViewProperty holds to ADK JS's own).
 func adkJSActive(events []*Event) []eventRef {
-	compacted := func(e *Event) bool { return strings.TrimSpace(string(e.Extra["isCompacted"])) == "true" }
-	var latest *Event
-	for _, e := range events {
-		if compacted(e) {
-			latest = e
-		}
+	js := make([]testenv.JSEvent, len(events))
+	for i, e := range events {
+		js[i] = testenv.JSEvent{ID: e.ID, Micros: e.Timestamp.UnixMicro(), IsCompacted: e.Extra["isCompacted"], EndTime: e.Extra["endTime"]}
 	}
 	out := []eventRef{}
-	if latest == nil {
-		for _, e := range events {
-			out = append(out, eventRef{ID: e.ID})
-		}
-		return out
-	}
-	out = append(out, eventRef{ID: latest.ID})
-	var end float64
-	hasEnd := json.Unmarshal(latest.Extra["endTime"], &end) == nil // a JS comparison with undefined is false
-	for _, e := range events {
-		if !compacted(e) && hasEnd && float64(e.Timestamp.UnixMicro())/1000 > end {
-			out = append(out, eventRef{ID: e.ID})
-		}
+	for _, id := range testenv.ADKJSActive(js) {
+		out = append(out, eventRef{ID: id})
 	}
 	return out
 }

@@ -77,7 +77,7 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 		t.Run(form, func(t *testing.T) {
 			var events, read, kept int
 			for seed := int64(1); seed <= int64(histories); seed++ {
-				h := newHistoryGen(seed, js).history()
+				h := readHistory(t, testenv.NewHistoryGen(seed, js).History())
 				sid := fmt.Sprintf("%s-%d", form, seed)
 				byID := map[string]*Event{}
 				for _, e := range h {
@@ -193,7 +193,7 @@ func TestIndexBuildRefusesAMovedSession(t *testing.T) {
 	require.NoError(t, err)
 	var history []cache.IndexedEvent
 	for i := range 3 {
-		ev := &Event{Author: "user", InvocationID: fmt.Sprint("inv", i), Content: content("user", textPart("hi"))}
+		ev := &Event{Author: "user", InvocationID: fmt.Sprint("inv", i), Content: testenv.Content("user", testenv.TextPart("hi"))}
 		require.NoError(t, svc.AppendEvent(ctx, created.Session, ev))
 		history = append(history, cache.IndexedEvent{Ts: ev.Timestamp.UnixMicro(), InvocationID: ev.InvocationID, Entry: compactionIndexEntry(ev)})
 	}
@@ -225,7 +225,7 @@ func TestCompactedViewWhenTheDatabaseMovedAnEvent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	svc, dbURL := openWithDatabase(ctx, t, "cmoved-", Config{MaxCachedEvents: 2})
-	h := newHistoryGen(2, false).history()
+	h := readHistory(t, testenv.NewHistoryGen(2, false).History())
 	appendCopies(ctx, t, svc, "s", h)
 	// The first compaction event: every view reads it (xh).
 	at := slices.IndexFunc(h, hasCompaction)

@@ -25,12 +25,66 @@ func (f *field) key(dir direction) string {
 // convert writes v, a valid JSON value of model m, in the form dir. A value
 // that is not an object is kept as given.
 func (m *model) convert(v []byte, dir direction) []byte {
-	in, ok := objectMembers(v)
+	return m.appendConverted(make([]byte, 0, len(v)), v, dir)
+}
+
+// entry is a member of an object appendConverted writes: its key in the
+// form written, the field whose value it is (nil: kept as given) and the
+// value as given.
+type entry struct {
+	key string
+	f   *field
+	val []byte
+}
+
+// appendConverted appends v, a valid JSON value of model m, in the form dir
+// (convertMembers' rules; the keys a stashExtra model stashes are dropped).
+// The object is written in one pass into out, nested models too.
+func (m *model) appendConverted(out, v []byte, dir direction) []byte {
+	it, ok := startItems(v, '{')
 	if !ok {
-		return v
+		return append(out, v...)
 	}
-	out, _ := m.convertMembers(in, dir)
-	return writeObject(out)
+	var buf [24]entry
+	entries := buf[:0]
+	for k, val, more := it.next(); more; k, val, more = it.next() {
+		if isNull(val) {
+			continue
+		}
+		key, f, isAlias, keep := m.resolve(unquote(k), dir)
+		if !keep {
+			continue
+		}
+		if j := entryIndex(entries, key); j >= 0 {
+			if isAlias {
+				entries[j].f, entries[j].val = f, val
+			}
+			continue
+		}
+		entries = append(entries, entry{key, f, val})
+	}
+	out = append(out, '{')
+	for j, e := range entries {
+		if j > 0 {
+			out = append(out, ',')
+		}
+		out = append(appendJSONString(out, e.key), ':')
+		if e.f == nil {
+			out = append(out, e.val...)
+		} else {
+			out = e.f.appendConverted(out, e.val, dir)
+		}
+	}
+	return append(out, '}')
+}
+
+func entryIndex(es []entry, key string) int {
+	for i := range es {
+		if es[i].key == key {
+			return i
+		}
+	}
+	return -1
 }
 
 // convertMembers converts the members of an object of model m. Members
@@ -45,26 +99,14 @@ func (m *model) convertMembers(in []member, dir direction) (out, stashed []membe
 		if isNull(mb.val) {
 			continue
 		}
-		key, val, isAlias := mb.key, mb.val, false
-		if f := m.keys[mb.key]; f != nil {
-			key, val, isAlias = f.key(dir), f.convert(mb.val, dir), mb.key == f.api
-		} else {
-			switch {
-			case m.extra == keepExtra:
-			case m.extra == stashExtra && dir == toStorage:
-				stashed = append(stashed, mb)
-				continue
-			case m.extra == topExtra && dir == toStorage:
-				key = jsSnake(mb.key)
-				isAlias = key != mb.key
-			case m.extra == topExtra:
-				key = jsCamel(mb.key)
-				isAlias = key == mb.key
-			case dir == toStorage:
-				key, isAlias = snake(mb.key), snake(mb.key) != mb.key
-			default:
-				key, isAlias = camel(mb.key), true
-			}
+		key, f, isAlias, keep := m.resolve(mb.key, dir)
+		if !keep {
+			stashed = append(stashed, mb)
+			continue
+		}
+		val := mb.val
+		if f != nil {
+			val = f.convert(mb.val, dir)
 		}
 		if i := memberIndex(out, key); i >= 0 {
 			if isAlias {
@@ -77,17 +119,80 @@ func (m *model) convertMembers(in []member, dir direction) (out, stashed []membe
 	return out, stashed
 }
 
+// resolve returns the key k of an object of model m becomes in the form
+// dir, the field whose value it holds (nil: its value is kept as given),
+// whether it is the alias of its field (the alias wins over the name), and
+// false for keep when a stashExtra model written to storage stashes it.
+func (m *model) resolve(k string, dir direction) (key string, f *field, isAlias, keep bool) {
+	if f := m.keys[k]; f != nil {
+		return f.key(dir), f, k == f.api, true
+	}
+	switch {
+	case m.extra == keepExtra:
+		return k, nil, false, true
+	case m.extra == stashExtra && dir == toStorage:
+		return "", nil, false, false
+	case m.extra == topExtra && dir == toStorage:
+		key = jsSnake(k)
+		return key, nil, key != k, true
+	case m.extra == topExtra:
+		key = jsCamel(k)
+		return key, nil, key == k, true
+	case dir == toStorage:
+		key = snake(k)
+		return key, nil, key != k, true
+	}
+	return camel(k), nil, true, true
+}
+
 // convert writes v, the value of field f, in the form dir.
 func (f *field) convert(v []byte, dir direction) []byte {
+	if f.kind == kindValue || f.kind == kindBytes && dir == toAPI {
+		return v
+	}
+	return f.appendConverted(make([]byte, 0, len(v)), v, dir)
+}
+
+// appendConverted appends v, the value of field f, in the form dir: the
+// objects of model f.model it holds (v itself, the elements of a list, the
+// values of a map) converted; a value of another field, or not of the
+// field's shape, as given.
+func (f *field) appendConverted(out, v []byte, dir direction) []byte {
 	switch f.kind {
 	case kindBytes:
 		if dir == toStorage {
-			return rebase64(v, urlSafe)
+			return append(out, rebase64(v, urlSafe)...)
 		}
 	case kindScheme:
-		return authScheme(v, dir)
+		return append(out, authScheme(v, dir)...)
+	case kindModel:
+		return f.model.appendConverted(out, v, dir)
+	case kindModelList, kindModelMap:
+		open := byte('[')
+		if f.kind == kindModelMap {
+			open = '{'
+		}
+		it, ok := startItems(v, open)
+		if !ok {
+			break
+		}
+		out = append(out, open)
+		for n := 0; ; n++ {
+			k, e, more := it.next()
+			if !more {
+				break
+			}
+			if n > 0 {
+				out = append(out, ',')
+			}
+			if open == '{' {
+				out = append(appendJSONString(out, unquote(k)), ':')
+			}
+			out = f.model.appendConverted(out, e, dir)
+		}
+		return append(out, open+2) // ']' and '}' follow '[' and '{' by 2
 	}
-	return f.eachObject(v, func(m *model, obj []byte) []byte { return m.convert(obj, dir) })
+	return append(out, v...)
 }
 
 // eachObject applies fn to the objects of model f.model that v, the value

@@ -125,15 +125,18 @@ func appendMember(out, key, val []byte) []byte {
 }
 
 // jsonString encodes s as a JSON string without HTML escaping.
-func jsonString(s string) []byte {
+func jsonString(s string) []byte { return appendJSONString(make([]byte, 0, len(s)+2), s) }
+
+// appendJSONString appends s to out as a JSON string without HTML escaping.
+func appendJSONString(out []byte, s string) []byte {
 	if plainASCII(s) {
-		return append(append(append(make([]byte, 0, len(s)+2), '"'), s...), '"')
+		return append(append(append(out, '"'), s...), '"')
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.Encode(s) // a string always encodes
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+	return append(out, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
 }
 
 // plainASCII reports whether s is printable ASCII with nothing to escape.

@@ -244,3 +244,21 @@ func parseField(spec string, models map[string]*model) (*field, error) {
 	}
 	return f, nil
 }
+
+// knownKeys holds the keys an event's objects mostly have, each as one
+// string (unquote returns these instead of a new string per member): every
+// field of every model in both forms, and the fields of the genai models
+// that the specs do not list because their values are kept.
+var knownKeys = func() map[string]string {
+	out := map[string]string{}
+	for _, m := range models {
+		for _, f := range m.fields {
+			out[f.storage], out[f.api] = f.storage, f.api
+		}
+	}
+	for _, k := range []string{"text", "role", "thought", "name", "args", "response", "data", "mime_type", "mimeType",
+		"display_name", "displayName", "file_uri", "fileUri", "will_continue", "willContinue", "scheduling"} {
+		out[k] = k
+	}
+	return out
+}()

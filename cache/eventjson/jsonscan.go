@@ -34,30 +34,60 @@ func arrayElements(data []byte) (out [][]byte, ok bool) {
 // eachItem calls fn with each member (open '{') or element (open '[') of
 // data, a valid JSON value; it reports false when data is not of that kind.
 func eachItem(data []byte, open byte, fn func(key, val []byte)) bool {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != open {
+	it, ok := startItems(data, open)
+	if !ok {
 		return false
 	}
-	for i = skipSpace(data, i+1); data[i] != open+2; i = skipSpace(data, i) { // '}' and ']' follow '{' and '[' by 2
-		if data[i] == ',' {
-			i = skipSpace(data, i+1)
-		}
-		var key []byte
-		if open == '{' {
-			keyEnd := stringEnd(data, i)
-			key = data[i:keyEnd]
-			i = skipSpace(data, skipSpace(data, keyEnd)+1) // past the ':'
-		}
-		end := valueEnd(data, i)
-		fn(key, data[i:end])
-		i = end
+	for key, val, more := it.next(); more; key, val, more = it.next() {
+		fn(key, val)
 	}
 	return true
 }
 
-// unquote returns the string of a valid JSON string token.
+// items walks the members or elements of a JSON object or array.
+type items struct {
+	data []byte
+	i    int  // the next item, its ',' or the closing byte
+	open byte // '{' or '['
+}
+
+// startItems starts a walk of data, a valid JSON value; ok is false when it
+// is not of the kind open ('{' or '[').
+func startItems(data []byte, open byte) (it items, ok bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != open {
+		return items{}, false
+	}
+	return items{data: data, i: skipSpace(data, i+1), open: open}, true
+}
+
+// next returns the next member's key token (nil for an array) and value,
+// with more false past the last.
+func (it *items) next() (key, val []byte, more bool) {
+	d, i := it.data, it.i
+	if d[i] == it.open+2 { // '}' and ']' follow '{' and '[' by 2
+		return nil, nil, false
+	}
+	if d[i] == ',' {
+		i = skipSpace(d, i+1)
+	}
+	if it.open == '{' {
+		keyEnd := stringEnd(d, i)
+		key = d[i:keyEnd]
+		i = skipSpace(d, skipSpace(d, keyEnd)+1) // past the ':'
+	}
+	end := valueEnd(d, i)
+	it.i = skipSpace(d, end)
+	return key, d[i:end], true
+}
+
+// unquote returns the string of a valid JSON string token. The keys of
+// the models' fields come from one table, not a new string each.
 func unquote(tok []byte) string {
 	if bytes.IndexByte(tok, '\\') < 0 {
+		if s, ok := knownKeys[string(tok[1:len(tok)-1])]; ok {
+			return s
+		}
 		return string(tok[1 : len(tok)-1])
 	}
 	var s string
@@ -73,8 +103,13 @@ func writeObject(ms []member) []byte {
 	}
 	out := make([]byte, 1, n)
 	out[0] = '{'
-	for _, m := range ms {
-		out = appendMember(out, jsonString(m.key), m.val)
+	for i, m := range ms {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, m.key)
+		out = append(out, ':')
+		out = append(out, m.val...)
 	}
 	return append(out, '}')
 }

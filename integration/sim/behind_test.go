@@ -29,8 +29,10 @@ type snapshot struct {
 	keys  []string          // dump: the keys put back
 	lens  map[sessKey]int   // events each session had when it was taken
 	temps map[sessKey]mTemp // the temp state each session had then
-	// hold: the shard's master and its replica, stopped since
+	// hold: the shard's master and its replica, stopped since, and the
+	// sessions the shard serves (the others' keys do not go back)
 	master, replica string
+	shard           map[sessKey]bool
 }
 
 // whole tells whether the snapshot is of every session (the whole Redis, or
@@ -94,6 +96,14 @@ func (d *driver) takeSnapshot(ctx context.Context, mode string, slot int) error 
 			return fmt.Errorf("hold a replica of %s: %w", master, err)
 		}
 		snap.master = master
+		snap.shard = map[sessKey]bool{}
+		for k := range snap.lens {
+			m, err := d.e.masterOf(d.e.keys.Session(k.App, k.User, k.SID).Session)
+			if err != nil {
+				return err
+			}
+			snap.shard[k] = m == master
+		}
 		d.hist.add("  fault: replica %s of master %s (the shard of %v) stopped (SIGKILL): its AOF holds what it had applied", snap.replica, master, k)
 	case "dump":
 		k := d.clients[0].slots[slot].key
@@ -170,7 +180,12 @@ func (d *driver) regress(ctx context.Context, checkpoint bool) error {
 		if d.m.session(k) != nil {
 			keys = append(keys, k)
 			users[userKey{k.App, k.User}] = true
-			d.m.tempRegressed(k, snap.temps[k]) // before the regress, as for an eviction
+			// Before the regress, as for an eviction. A hold takes one
+			// shard back: the temp state of a session another shard serves
+			// stays as it is.
+			if snap.mode != "hold" || snap.shard[k] {
+				d.m.tempRegressed(k, snap.temps[k])
+			}
 		}
 	}
 	slices.SortFunc(keys, func(a, b sessKey) int { return cmpStr(a.String(), b.String()) })
@@ -219,7 +234,11 @@ func (d *driver) regress(ctx context.Context, checkpoint bool) error {
 		}
 	}
 	for _, k := range keys {
-		if err := d.resolve(ctx, k, snap.lens[k]); err != nil {
+		where := ""
+		if snap.mode == "hold" {
+			where = fmt.Sprintf(" (its shard taken back: %v)", snap.shard[k])
+		}
+		if err := d.resolve(ctx, k, snap.lens[k], where); err != nil {
 			return err
 		}
 	}
@@ -262,12 +281,13 @@ func (e *env) restartFromRDB() error {
 	return e.waitRedis(time.Minute)
 }
 
-// resolve compares what the database and Redis hold of session k after a
-// regress with the model (taken had events when the snapshot was taken):
-// each holds a prefix of its events; what neither holds is lost, which is
-// allowed only of events acknowledged after the snapshot and not flushed by
-// a complete flush since. A Redis copy shorter than the database's is behind.
-func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
+// resolve reads what the database and Redis hold of session k after a
+// regress (taken had events when the snapshot was taken) and has the model
+// judge it (Model.regressed: what neither holds is lost, which is allowed
+// only of events acknowledged after the snapshot and not flushed by a
+// complete flush since; a copy that is not the database's view is behind).
+// where is said in the history after the session.
+func (d *driver) resolve(ctx context.Context, k sessKey, taken int, where string) error {
 	s := d.m.session(k)
 	var dbIDs []string
 	err := faultRetry(ctx, func() error {
@@ -314,47 +334,105 @@ func (d *driver) resolve(ctx context.Context, k sessKey, taken int) error {
 		rev, _ := meta[1].(string)
 		rN, _ = strconv.Atoi(rev)
 	}
+	// The copy of a session behind the database may be the copy's view or,
+	// let go of and read back since, the database's: the id at its last seq
+	// tells them apart (a behind copy's events are not trimmed).
+	last := ""
+	if rN > 0 && s.Behind {
+		if err := faultRetry(ctx, func() error {
+			got, err := d.e.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: sk.EventIDs, ByScore: true,
+				Start: strconv.Itoa(rN), Stop: strconv.Itoa(rN)}).Result()
+			if len(got) > 0 {
+				last = got[0]
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("regress: read the ids of %v: %w", k, err)
+		}
+	}
+	lost, behind, err := d.m.regressed(k, dbIDs, rN, last, taken)
+	if err != nil {
+		d.dump(k)
+		return err
+	}
+	d.hist.add("  regress %v%s: the database holds %d events, Redis %d (behind: %v); lost (acknowledged after the snapshot, not flushed) %q",
+		k, where, len(dbIDs), rN, behind, lost)
+	d.forgetHandles(k)
+	return nil
+}
+
+// regressed records what a regress left of session k: the database holds
+// the events dbIDs (in timestamp order), Redis a copy of k's incarnation
+// with rN events (-1: none), the last one last ("": not known); taken events
+// were acknowledged when the snapshot was taken. Each side holds a prefix of
+// what it was acknowledged: the database of the session's events; Redis of
+// the events its copy held, which, when the session was behind already (ADK
+// appended to the database during the snapshot), are the copy's view, or
+// the database's once the copy was let go of and read back (the view whose
+// event rN is last; the copy's first). What neither holds is lost, which is
+// allowed only of events acknowledged after the snapshot and not flushed by a
+// complete flush since. The session is behind when the copy is not what the
+// database will hold once flushed (the database's events, then the copy's
+// that it lacks). Before, Redis's copy was taken for a prefix of the
+// session's events even when behind (cluster single seed 767950407224: the
+// copy, of a shard the hold did not take back, held 6 events and one
+// appended after ADK's row, 7 in all, the database 6 and ADK's: the model
+// took the copy for the database's 7, not behind, and its own event for
+// lost).
+func (m *Model) regressed(k sessKey, dbIDs []string, rN int, last string, taken int) (lost []string, behind bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
 	// The database orders by timestamp, Redis by seq, and both agree; the
 	// model holds a shared session's events in the order they were
 	// acknowledged, which concurrent appends need not keep.
 	slices.SortStableFunc(s.Events, func(a, b *mEvent) int { return cmp.Compare(a.Ts, b.Ts) })
 	n := len(s.Events)
-	ids := func(evs []*mEvent) []string {
-		var out []string
-		for _, e := range evs {
-			out = append(out, e.ID)
-		}
-		return out
-	}
 	if len(dbIDs) > n || !slices.Equal(dbIDs, ids(s.Events[:len(dbIDs)])) {
-		d.dump(k)
-		return fmt.Errorf("regress: the database holds events %q of %v, acknowledged %q", dbIDs, k, ids(s.Events))
+		return nil, false, fmt.Errorf("regress: the database holds events %q of %v, acknowledged %q", dbIDs, k, ids(s.Events))
 	}
-	if rN > n {
-		d.dump(k)
-		return fmt.Errorf("regress: Redis holds %d events of %v, %d acknowledged", rN, k, n)
+	views := [][]*mEvent{s.Events}
+	if s.Behind {
+		views = [][]*mEvent{s.View, s.Events}
 	}
-	kept := max(len(dbIDs), rN)
-	if kept < taken || kept < min(s.FlushedN, n) {
-		d.dump(k)
-		return fmt.Errorf("regress: %v keeps %d events (the database %d, Redis %d): %d were acknowledged before the snapshot, %d flushed before the regress; lost %q",
-			k, kept, len(dbIDs), rN, taken, s.FlushedN, ids(s.Events[kept:]))
+	var copied []*mEvent
+	found := false
+	for _, v := range views {
+		if rN <= len(v) && (rN <= 0 || last == "" || v[rN-1].ID == last) {
+			copied, found = v[:max(rN, 0)], true
+			break
+		}
 	}
-	d.m.mu.Lock()
-	ms := d.m.Sessions[k]
-	ms.Events = s.Events // in storage order
-	lost := ids(ms.Events[kept:])
-	ms.Events = ms.Events[:kept]
-	ms.FlushedN = min(ms.FlushedN, kept)
-	ms.Behind, ms.View = rN >= 0 && rN < len(dbIDs), nil
-	if ms.Behind {
-		ms.View = slices.Clone(ms.Events[:rN])
+	if !found {
+		return nil, false, fmt.Errorf("regress: Redis holds %d events of %v, the last %q; acknowledged %q (the copy's view %q)",
+			rN, k, last, ids(s.Events), ids(s.View))
 	}
-	d.m.mu.Unlock()
-	d.hist.add("  regress %v: the database holds %d events, Redis %d (behind: %v); lost (acknowledged after the snapshot, not flushed) %q",
-		k, len(dbIDs), rN, rN >= 0 && rN < len(dbIDs), lost)
-	d.forgetHandles(k)
-	return nil
+	inCopy := map[string]bool{}
+	for _, e := range copied {
+		inCopy[e.ID] = true
+	}
+	var kept []*mEvent
+	for i, e := range s.Events {
+		if i < len(dbIDs) || inCopy[e.ID] {
+			kept = append(kept, e)
+			continue
+		}
+		if i < taken || i < min(s.FlushedN, n) {
+			return nil, false, fmt.Errorf("regress: %v lost %s (the database holds %d events, Redis %d): %d were acknowledged before the snapshot, %d flushed before the regress; kept %q",
+				k, e.ID, len(dbIDs), rN, taken, s.FlushedN, ids(kept))
+		}
+		lost = append(lost, e.ID)
+	}
+	s.Events = kept
+	s.FlushedN = min(s.FlushedN, len(kept))
+	// The same events at the same times: the copy is the database's view (an
+	// event Redis's older copy stored again is at another time).
+	same := slices.EqualFunc(copied, kept, func(a, b *mEvent) bool { return a.ID == b.ID && a.Ts == b.Ts })
+	s.Behind, s.View = rN >= 0 && !same, nil
+	if s.Behind {
+		s.View = slices.Clone(copied)
+	}
+	return lost, s.Behind, nil
 }
 
 // forgetHandles drops every client's handles on k (test goroutine, the

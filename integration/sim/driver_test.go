@@ -57,9 +57,13 @@ type driver struct {
 	ops     atomic.Int64
 	// knownDup: retried events stored again by an older Redis copy (open finding)
 	knownDup atomic.Int64
-	counts   [len(opNames)]atomic.Int64
-	kindMu   sync.Mutex
-	kinds    map[string]int // faults carried out, by kind and mode (each seed's summary)
+	// dbDup: such retries that the copy had looked up in the database instead
+	dbDup atomic.Int64
+	// holds, when set, answers copyHolds instead of Redis (the model's tests).
+	holds  func(k sessKey, id string) bool
+	counts [len(opNames)]atomic.Int64
+	kindMu sync.Mutex
+	kinds  map[string]int // faults carried out, by kind and mode (each seed's summary)
 }
 
 // count records a fault carried out (a kind and its mode).

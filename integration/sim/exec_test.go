@@ -4,12 +4,15 @@ package sim
 // an invocation; and the reads of lists and user state.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/adksession/adksession/service"
 )
@@ -200,17 +203,66 @@ func (c *client) sendAppend(o *op, sl *slot, h *handle, ev *service.Event, want 
 		return
 	}
 	p, ok := c.answered(o, c.alternatives(k, h, sent, want, had, d.e.concurrent(o.Svc)), err, sent.ID, ev)
+	if ok {
+		c.record(o, sl, h, p, sent, ev, before)
+	}
+}
+
+// record takes an allowed answer p to the append of sent through h into
+// the model (ev: the event as answered).
+func (c *client) record(o *op, sl *slot, h *handle, p pred, sent, ev *service.Event, before time.Time) {
 	switch {
-	case !ok:
 	case p.want >= outExists:
 		c.log("%s", outcomeNames[p.want])
 	case p.want == outDup:
 		c.acknowledgedDup(o, h, p.had, ev)
+	case p.orDB && !c.d.copyHolds(sl.key, ev.ID):
+		// Redis's older copy, which lacks the event the database holds
+		// under the id sent, did not store it again: it had the id looked
+		// up in the database (append.lua's {-9}: the id is not among the
+		// cached events of a copy whose older events are in the database
+		// only; docs/design.md, "Ids unknown to an older copy"), and the
+		// answer is the database's event. Nothing is written; the copy
+		// stays as it was (a read may still answer it), and so does the
+		// handle (the service brings a handle along only by an event Redis
+		// holds). Standalone single seed 227977846135, op #219: the model
+		// took the answer for the copy's new event, and wanted the app
+		// listing #222 to show it.
+		c.d.dbDup.Add(1)
+		c.log("duplicate acknowledged from the database (Redis's older copy lacks it): %s at %d", ev.ID, ev.Timestamp.UnixMicro())
 	case p.viewOnly:
-		c.storedOverDB(o, k, h, sent, ev)
+		c.storedOverDB(o, sl.key, h, sent, ev)
 	default:
 		c.adoptAppend(o, sl, h, sent, ev.ID, ev.Timestamp.UnixMicro(), before, true)
 	}
+}
+
+// copyHolds tells whether Redis's copy of k holds an event with id now
+// (its event-id index). The answer to an append cannot tell the copy's
+// storing a retry again at the database's time from its looking the id up
+// in the database; Redis can. A copy that stored the event again keeps it
+// until a rebasing flush lets go of the copy, and an event stored again at
+// the database's time does not rebase its batch (docs/design.md, "Ids
+// unknown to an older copy": not told apart).
+func (d *driver) copyHolds(k sessKey, id string) bool {
+	if d.holds != nil {
+		return d.holds(k, id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var held bool
+	err := faultRetry(ctx, func() error {
+		err := d.e.rdb.ZScore(ctx, d.e.keys.Session(k.App, k.User, k.SID).EventIDs, id).Err()
+		held = err == nil
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		d.failf("read the event ids of %v from Redis: %v", k, err)
+	}
+	return held
 }
 
 // storedOverDB: an event whose id the database holds, sent again through a
@@ -238,6 +290,10 @@ type pred struct {
 	// database holds under that id (a duplicate delivery): the flush keeps
 	// the database's (kept, by decision: docs/simulation.md).
 	viewOnly bool
+	// orDB: with viewOnly, the answer may also be the database's event,
+	// the copy having had the id looked up there and written nothing
+	// (Redis tells which: copyHolds).
+	orDB bool
 }
 
 // alternatives are the answers an append through h may get: the model's
@@ -267,9 +323,11 @@ func (c *client) answered(o *op, alts []pred, err error, sentID string, ev *serv
 				// again, at the time it asked for when that is after the
 				// copy's last event: the answer then looks like the
 				// duplicate's (seed 942321632390, op #268). Taken as stored
-				// again: the copy's view holds it, and its keys may read
-				// as its values (storedOverDB).
-				return pred{want: outAppend, viewOnly: true}, true
+				// again when the copy holds it: the copy's view holds it,
+				// and its keys may read as its values (storedOverDB).
+				// Otherwise the copy had the id looked up in the database,
+				// whose event this is (seed 227977846135, op #219).
+				return pred{want: outAppend, viewOnly: true, orDB: true}, true
 			}
 			return p, true
 		}
@@ -650,15 +708,8 @@ func (c *client) sendShared(o *op, sl *slot, h *handle, ev *service.Event) {
 			ev = sent
 			continue
 		default:
-			p, ok := c.answered(o, c.alternatives(k, &handle{inc: h.inc, rev: s.rev()}, sent, want, had, true), err, sent.ID, ev)
-			switch {
-			case !ok, p.want >= outExists:
-			case p.want == outDup:
-				c.acknowledgedDup(o, h, p.had, ev)
-			case p.viewOnly:
-				c.storedOverDB(o, k, h, sent, ev)
-			default:
-				c.adoptAppend(o, sl, h, sent, ev.ID, ev.Timestamp.UnixMicro(), before, true)
+			if p, ok := c.answered(o, c.alternatives(k, &handle{inc: h.inc, rev: s.rev()}, sent, want, had, true), err, sent.ID, ev); ok {
+				c.record(o, sl, h, p, sent, ev, before)
 			}
 		}
 		return

@@ -143,7 +143,7 @@ func (d *driver) inFlight(ctx context.Context, o *op) error {
 		keys = d.m.liveKeys()
 	}
 	for _, k := range keys {
-		if err := d.resolve(ctx, k, len(d.m.session(k).Events)); err != nil {
+		if err := d.resolve(ctx, k, len(d.m.session(k).Events), ""); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,8 +45,10 @@ func TestModelStoredAgainOverDB(t *testing.T) {
 	p, ok := c.answered(&op{}, c.alternatives(k, h, retry, want, had, false), nil, retry.ID, got)
 	require.True(t, ok)
 	require.True(t, p.viewOnly, "the answer may be the copy's new event")
-	c.storedOverDB(&op{}, k, h, retry, got)
+	d.holds = func(sessKey, string) bool { return true } // Redis's copy holds it
+	c.record(&op{}, c.slots[0], h, p, retry, got, time.Now())
 	require.Empty(t, d.failed)
+	require.EqualValues(t, 1, d.knownDup.Load())
 
 	s = d.m.session(k)
 	require.Equal(t, []string{"e1"}, ids(s.View), "the copy's view holds the event stored again")
@@ -59,6 +62,69 @@ func TestModelStoredAgainOverDB(t *testing.T) {
 	d.m.applyScoped(k, nil, map[string]any{"c0.z": "newer"})
 	require.NotEmpty(t, d.m.stateDiff(k, withSession(s, map[string]any{"app:c0.z": "old", "user:c0.u": "new"}), 0, true, ""),
 		"written again: exact")
+}
+
+// TestModelRetryLookedUpInDatabase: the same answer (the stored id and
+// time) comes when Redis's older copy, lacking the event, has the id
+// looked up in the database instead of storing it again: append.lua's {-9}
+// for an id that is not among the cached events of a copy whose older
+// events are in the database only (the simulation caches 6 events, and a
+// cold read put back the newest 6 of 7). Nothing is written then: the copy
+// keeps its last update time and state, which a listing may show, and the
+// event's keys read exactly. Standalone single seed 227977846135: the
+// model took #219's answer for the copy's new event, and the app listing
+// #222, which showed the copy as it was (the update time of its last
+// event, 1 µs before the event's, and the state without its keys), failed.
+func TestModelRetryLookedUpInDatabase(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			k := sessKey{App: "a", User: "u", SID: "s"}
+			d, c := modelClient(k)
+			d.m.created(k, 1, map[string]any{"k": "initial"})
+			var last *service.Event
+			for i := range 3 {
+				v := fmt.Sprintf("v%d", i+1)
+				last = &service.Event{ID: fmt.Sprintf("e%d", i+1), InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(int64(100 + i)).UTC(),
+					Actions: service.EventActions{StateDelta: map[string]any{"k": v, "app:c0.z": v}}}
+				e := storedForm(last)
+				e.Ts, e.Sent = int64(100+i), last.Clone()
+				d.m.appended(k, e, nil, nil, map[string]any{"c0.z": v}, time.Now())
+			}
+			d.m.flushed()
+			d.m.copyBehind(k, 2) // the cold read of an in-flight fault: the batch with e3 committed after it
+			d.holds = func(sessKey, string) bool { return held }
+
+			h := &handle{s: &service.Session{}, inc: 1, rev: 2} // read from the copy
+			retry := last.Clone()
+			want, had := predict(d.m.session(k), h, retry, false)
+			require.Equal(t, outcomeNames[outDup], outcomeNames[want])
+			got := retry.Clone() // the answer, either way: e3's id and time
+			p, ok := c.answered(&op{}, c.alternatives(k, h, retry, want, had, false), nil, retry.ID, got)
+			require.True(t, ok)
+			c.record(&op{}, c.slots[0], h, p, retry, got, time.Now())
+			require.Empty(t, d.failed)
+
+			s := d.m.session(k)
+			if held {
+				require.Equal(t, []string{"e1", "e2", "e3"}, ids(s.View), "stored again: the copy's view holds it")
+				require.EqualValues(t, 3, h.rev, "the handle follows the copy")
+				require.EqualValues(t, 1, d.knownDup.Load())
+				return
+			}
+			require.Equal(t, []string{"e1", "e2"}, ids(s.View), "looked up in the database: the copy as it was")
+			require.EqualValues(t, 2, h.rev, "the handle as it was")
+			require.Zero(t, d.knownDup.Load())
+			require.EqualValues(t, 1, d.dbDup.Load())
+			// A listing may show the copy: e2's time, the state without e3's session key.
+			require.EqualValues(t, 101, s.as(s.View).updateTime())
+			listed := d.m.merged(k, s.View)
+			require.Equal(t, "v2", listed["k"])
+			require.Empty(t, d.m.stateDiff(k, listed, -1, true, ""))
+			// Nothing was stored again: e3's app: key reads exactly.
+			listed["app:c0.z"] = "v2"
+			require.NotEmpty(t, d.m.stateDiff(k, listed, -1, true, ""), "e3's app: key is not loose")
+		})
+	}
 }
 
 // modelClient is a driver with a model and no servers, and a client with

@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestModelRegressBehind: a session that is behind the database when a
+// regress resolves it (ADK appended a row to the database after the
+// snapshot, then an event was appended to Redis's copy, which lacks the row)
+// has two views, and Redis's copy is a prefix of one of them: the copy's
+// view (its shard not taken back, or taken back to the snapshot), or the
+// database's once the copy was let go of and read back (cluster single seed
+// 767950407224, op #386: the copy of a shard the hold did not take back held
+// e1..e6 and e7, 7 events; the model took them for the first 7 of the
+// database's view, e1..e6 and ADK's row, so the session was not behind and
+// e7 lost, and the next read, which answered the copy, failed).
+func TestModelRegressBehind(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	var dbIDs []string
+	for i := range 6 {
+		dbIDs = append(dbIDs, fmt.Sprintf("e%d", i+1))
+	}
+	dbIDs = append(dbIDs, "adk")
+	setup := func() *driver {
+		d, _ := modelClient(k)
+		d.m.created(k, 1, nil)
+		for i := range 6 {
+			d.m.appended(k, &mEvent{ID: fmt.Sprintf("e%d", i+1), Inv: "inv", Ts: int64(10 + i)}, nil, nil, nil, time.Now())
+		}
+		d.m.flushed()
+		// The snapshot is taken here (6 events), then ADK appends at 100,
+		// and e7 is answered after the copy's last event (16): the database
+		// will hold it at 101.
+		d.m.adkAppended(k, &mEvent{ID: "adk", Inv: "adk-inv", Author: "agent", Ts: 100, ADK: true}, nil)
+		d.m.appended(k, &mEvent{ID: "e7", Inv: "adk-inv", Ts: 16}, nil, nil, nil, time.Now())
+		s := d.m.session(k)
+		require.True(t, s.Behind)
+		require.Equal(t, append(append([]string(nil), dbIDs...), "e7"), ids(s.Events))
+		require.Equal(t, append(append([]string(nil), dbIDs[:6]...), "e7"), ids(s.View))
+		return d
+	}
+
+	t.Run("copy kept", func(t *testing.T) {
+		d := setup()
+		lost, behind, err := d.m.regressed(k, dbIDs, 7, "e7", 6)
+		require.NoError(t, err)
+		require.Empty(t, lost, "Redis's copy holds e7")
+		require.True(t, behind, "the copy lacks ADK's row")
+		s := d.m.session(k)
+		require.Equal(t, append(append([]string(nil), dbIDs...), "e7"), ids(s.Events), "e7 reaches the database after ADK's row")
+		require.Equal(t, int64(101), s.Events[7].Ts)
+		require.Equal(t, append(append([]string(nil), dbIDs[:6]...), "e7"), ids(s.View))
+		require.Equal(t, int64(16), s.View[6].Ts, "the copy's view keeps the time Redis answered")
+	})
+	t.Run("copy read back from the database", func(t *testing.T) {
+		d := setup()
+		lost, behind, err := d.m.regressed(k, dbIDs, 8, "e7", 6)
+		require.NoError(t, err)
+		require.Empty(t, lost)
+		require.False(t, behind, "the copy is the database's view")
+		require.Equal(t, append(append([]string(nil), dbIDs...), "e7"), ids(d.m.session(k).Events))
+	})
+	t.Run("copy taken back to the snapshot", func(t *testing.T) {
+		d := setup()
+		lost, behind, err := d.m.regressed(k, dbIDs, 6, "e6", 6)
+		require.NoError(t, err)
+		require.Equal(t, []string{"e7"}, lost, "acknowledged after the snapshot, not flushed")
+		require.True(t, behind)
+		s := d.m.session(k)
+		require.Equal(t, dbIDs, ids(s.Events))
+		require.Equal(t, dbIDs[:6], ids(s.View))
+	})
+	t.Run("a flushed event lost", func(t *testing.T) {
+		d := setup()
+		_, _, err := d.m.regressed(k, dbIDs[:5], 5, "e5", 5)
+		require.Error(t, err, "e6 was flushed")
+	})
+}
