@@ -107,14 +107,24 @@ func (l *Loader) olderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	return nil
 }
 
+// records turns events rows into cache records (the API form Redis keeps),
+// on every CPU for a long history: a cold read of a long session spends most
+// of its time here.
 func records(rows []persist.EventRow) ([]cache.EventRecord, error) {
 	out := make([]cache.EventRecord, len(rows))
-	for i, r := range rows {
-		js, err := eventjson.APIEvent(r.Data, r.ID, r.InvocationID, r.Timestamp)
-		if err != nil {
-			return nil, err
+	err := eventjson.InParallel(len(rows), func(from, to int) error {
+		for i := from; i < to; i++ {
+			r := &rows[i]
+			js, err := eventjson.APIEvent(r.Data, r.ValidJSON, r.ID, r.InvocationID, r.Timestamp)
+			if err != nil {
+				return err
+			}
+			out[i] = cache.EventRecord{Seq: r.Seq, Ts: r.Timestamp.UnixMicro(), JSON: string(js), ID: r.ID}
 		}
-		out[i] = cache.EventRecord{Seq: r.Seq, Ts: r.Timestamp.UnixMicro(), JSON: string(js), ID: r.ID}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -39,6 +39,9 @@ type EventRow struct {
 	// column values and keeps every other member byte for byte; the loads
 	// return it as stored.
 	Data []byte
+	// ValidJSON: the loads read Data from a column that holds only valid
+	// JSON (Postgres's jsonb), so a reader need not check it again.
+	ValidJSON bool
 }
 
 // SessionUpsert is a snapshot of one session and the events that a batch

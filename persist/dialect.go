@@ -37,7 +37,9 @@ type dialect struct {
 	migrations string
 	// tableExists answers whether the table named $1 exists.
 	tableExists string
-	q           batchQueries
+	// jsonb: event_data is a jsonb column, whose values are valid JSON.
+	jsonb bool
+	q     batchQueries
 }
 
 // batchQueries are the statements of Apply and Migrate, in the order Apply

@@ -24,6 +24,6 @@ WHERE id = $1 AND app_name = $2 AND user_id = $3 AND session_id = $4`,
 	if err != nil {
 		return nil, fmt.Errorf("look up event %q of session %q: %w", id, key.SessionID, err)
 	}
-	e := r.event(key)
+	e := r.event(s.d, key)
 	return &e, nil
 }

@@ -8,6 +8,7 @@ package persist
 // (see openPostgres), so timestamptz columns get the same instant.
 var postgres = &dialect{
 	name:       "postgres",
+	jsonb:      true,
 	bindDriver: "postgres",
 	bind:       bindArrays,
 	noLimit:    nil, // LIMIT NULL

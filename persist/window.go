@@ -69,7 +69,7 @@ func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key Sessi
 	}
 	events := make([]EventRow, len(rows))
 	for i, r := range rows { // newest first
-		e := r.event(key)
+		e := r.event(s.d, key)
 		e.Seq = rev - skip - int64(i)
 		e.Timestamp = r.Timestamp.eventTime(e.Seq)
 		events[len(rows)-1-i] = e
@@ -88,9 +88,10 @@ type storedEvent struct {
 	Data         []byte `db:"event_data"`
 }
 
-// event returns the row as an event of session key, without its seq.
-func (r *storedEvent) event(key SessionKey) EventRow {
-	return EventRow{Key: key, ID: r.ID, InvocationID: r.InvocationID, Timestamp: r.Timestamp.t, Data: r.Data}
+// event returns the row, read through dialect d, as an event of session
+// key, without its seq.
+func (r *storedEvent) event(d *dialect, key SessionKey) EventRow {
+	return EventRow{Key: key, ID: r.ID, InvocationID: r.InvocationID, Timestamp: r.Timestamp.t, Data: r.Data, ValidJSON: d.jsonb}
 }
 
 // TimeRange is the events with After < timestamp < Before (zero After: no
@@ -151,7 +152,7 @@ func (s *Store) LoadEventsAt(ctx context.Context, key SessionKey, at []time.Time
 		if i > 0 && rows[i].Timestamp.t.Equal(rows[i-1].Timestamp.t) && rows[i].ID == rows[i-1].ID {
 			continue // a point within a range
 		}
-		out = append(out, rows[i].event(key))
+		out = append(out, rows[i].event(s.d, key))
 	}
 	return out, nil
 }

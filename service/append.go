@@ -214,7 +214,7 @@ func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error
 	if err != nil {
 		return err
 	}
-	js, err := eventjson.APIEvent(row.Data, row.ID, row.InvocationID, row.Timestamp)
+	js, err := eventjson.APIEvent(row.Data, row.ValidJSON, row.ID, row.InvocationID, row.Timestamp)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 		if err != nil {
 			return fmt.Errorf("append event %s to session %s: look up the stored event: %w", sent.ID, a.SID, err)
 		}
-		js, err := eventjson.APIEvent(row.Data, row.ID, row.InvocationID, row.Timestamp)
+		js, err := eventjson.APIEvent(row.Data, row.ValidJSON, row.ID, row.InvocationID, row.Timestamp)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // GetRequest asks for a session and a window of its events, or its
@@ -189,25 +190,33 @@ func sessionFromSnapshot(app, user, sid string, snap *cache.Snapshot) (*Session,
 
 // decodeEvents decodes cached events; the cache's timestamp is
 // authoritative. The events are allocated together, share one copy of the
-// records (their raw members point into it) and their repeated names.
+// records (their raw members point into it) and, within each range decoded
+// on one CPU (eventjson.InParallel), their repeated names.
 func decodeEvents(recs []cache.EventRecord) ([]*Event, error) {
-	size := 0
-	for _, r := range recs {
-		size += len(r.JSON)
+	offsets := make([]int, len(recs)+1)
+	for i, r := range recs {
+		offsets[i+1] = offsets[i] + len(r.JSON)
 	}
-	buf := make([]byte, 0, size)
+	buf := make([]byte, offsets[len(recs)])
 	evs := make([]Event, len(recs))
 	out := make([]*Event, len(recs))
-	names := map[string]string{}
-	for i, r := range recs {
-		start := len(buf)
-		buf = append(buf, r.JSON...)
-		ev := &evs[i]
-		if err := unmarshalEvent(buf[start:len(buf):len(buf)], ev, names); err != nil {
-			return nil, fmt.Errorf("event %d: %w", r.Seq, err)
+	err := eventjson.InParallel(len(recs), func(from, to int) error {
+		names := map[string]string{}
+		for i := from; i < to; i++ {
+			r := recs[i]
+			raw := buf[offsets[i]:offsets[i+1]:offsets[i+1]]
+			copy(raw, r.JSON)
+			ev := &evs[i]
+			if err := unmarshalEvent(raw, ev, names); err != nil {
+				return fmt.Errorf("event %d: %w", r.Seq, err)
+			}
+			ev.Timestamp = time.UnixMicro(r.Ts).UTC()
+			out[i] = ev
 		}
-		ev.Timestamp = time.UnixMicro(r.Ts).UTC()
-		out[i] = ev
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -51,7 +51,7 @@ func IsStorageForm(top map[string]json.RawMessage) bool {
 // its id and invocation id (as eventHead does), in one parse: what the
 // flusher writes to an events row.
 func StorageEvent(api []byte) (id, invocationID string, storage []byte, err error) {
-	top, err := eventMembers(api)
+	top, err := eventMembers(api, false)
 	if err != nil {
 		return "", "", nil, err
 	}
@@ -88,7 +88,7 @@ func eventHead(top []member) (id, inv string, err error) {
 
 // StorageForm converts an event from API form to storage form.
 func StorageForm(api []byte) ([]byte, error) {
-	top, err := eventMembers(api)
+	top, err := eventMembers(api, false)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func storageForm(top []member) ([]byte, error) {
 
 // APIForm converts an event from storage form to API form.
 func APIForm(storage []byte) ([]byte, error) {
-	top, err := eventMembers(storage)
+	top, err := eventMembers(storage, false)
 	if err != nil {
 		return nil, err
 	}
@@ -214,33 +214,32 @@ func splitEvent(top []member) (rest []member, actions, meta []byte) {
 	return rest, actions, meta
 }
 
-// compact removes the space between tokens that values kept as given (a
-// Postgres jsonb text, say) carry.
+// compact removes, in place, the space between tokens that values kept as
+// given (a Postgres jsonb text, say) carry; data is valid JSON, a buffer of
+// the caller's own. Strings are copied whole.
 func compact(data []byte) []byte {
-	out := make([]byte, 0, len(data))
-	inString := false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch {
-		case inString:
-			if c == '\\' {
-				out = append(out, c, data[i+1]) // data is valid JSON: an escape is two bytes at least
-				i++
-				continue
-			}
-			inString = c != '"'
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			continue
-		case c == '"':
-			inString = true
+	w := 0
+	for i := 0; i < len(data); {
+		switch c := data[i]; c {
+		case ' ', '\t', '\n', '\r':
+			i++
+		case '"':
+			j := stringEnd(data, i)
+			w += copy(data[w:], data[i:j])
+			i = j
+		default:
+			data[w] = c
+			w++
+			i++
 		}
-		out = append(out, c)
 	}
-	return out
+	return data[:w]
 }
 
-func eventMembers(data []byte) ([]member, error) {
-	if !json.Valid(data) {
+// eventMembers returns the members of data, an event's JSON object, which
+// it checks to be valid JSON first unless valid says it is.
+func eventMembers(data []byte, valid bool) ([]member, error) {
+	if !valid && !json.Valid(data) {
 		return nil, errors.New("event json: not valid JSON")
 	}
 	top, ok := objectMembers(data)
@@ -286,8 +285,10 @@ func (m *model) standardBytes(v []byte) []byte {
 // form, its id, invocation_id and timestamp columns) in API form, with the
 // id, invocation id and timestamp of the columns (ADK Python and ADK JS put
 // timestamps of different units in event_data; the column is authoritative).
-func APIEvent(data []byte, id, invocationID string, ts time.Time) ([]byte, error) {
-	top, err := eventMembers(data)
+// valid says that data is known to be valid JSON (a Postgres jsonb value),
+// which then is not checked again; anything else is checked first.
+func APIEvent(data []byte, valid bool, id, invocationID string, ts time.Time) ([]byte, error) {
+	top, err := eventMembers(data, valid)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: event_data: %w", id, err)
 	}

@@ -27,7 +27,7 @@ func TestEventHeadAsEncodingJSON(t *testing.T) {
 			InvocationID string `json:"invocationId"`
 		}
 		wantErr := json.Unmarshal([]byte(in), &want)
-		top, err := eventMembers([]byte(in))
+		top, err := eventMembers([]byte(in), false)
 		require.NoError(t, err, in)
 		id, inv, err := eventHead(top)
 		if wantErr != nil {

@@ -44,9 +44,13 @@ func TestADKPythonFixtureForms(t *testing.T) {
 				Timestamp    float64 `json:"timestamp"`
 			}
 			require.NoError(t, json.Unmarshal(row, &head))
-			api, err := APIEvent(row, head.ID, head.InvocationID,
-				time.UnixMicro(int64(head.Timestamp*1e6+0.5)).UTC())
+			ts := time.UnixMicro(int64(head.Timestamp*1e6 + 0.5)).UTC()
+			api, err := APIEvent(row, false, head.ID, head.InvocationID, ts)
 			require.NoError(t, err)
+			// A row known valid (jsonb) is converted the same without the check.
+			unchecked, err := APIEvent(row, true, head.ID, head.InvocationID, ts)
+			require.NoError(t, err)
+			require.Equal(t, string(api), string(unchecked), name+" "+head.ID)
 			sameJSON(t, name+" "+head.ID+" answer", api, events[i])
 			st, err := StorageForm(events[i])
 			require.NoError(t, err)
@@ -118,7 +122,7 @@ func BenchmarkEventForms(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			for _, e := range sess.Storage {
-				if _, err := APIEvent(e, "x", "i", time.Unix(1, 0)); err != nil {
+				if _, err := APIEvent(e, false, "x", "i", time.Unix(1, 0)); err != nil {
 					b.Fatal(err)
 				}
 			}
