@@ -77,7 +77,7 @@ var Layout = []KeySpec{
 	{"<ns>adk:{a:<app>}:a", "hash", "none",
 		"app_apply.lua; hydrate_state.lua; flusher (m:dl); prune_app.lua deletes it", "Get, List: m:rev, s:<key> without \"app:\"; app_order.lua: m:sz = the state's total; flusher: m:dl = revision dead-lettered"},
 	{"<ns>adk:{a:<app>}:ap", "zset", "none; members older than 7 days trimmed",
-		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, score = ms"},
+		"app_apply.lua", "app_apply.lua: ids of app deltas already applied, and skip/<id> for a change the flusher's repair skipped (its order number lost), score = ms"},
 	{"<ns>adk:{a:<app>}:ao", "hash", "none",
 		"app_order.lua (m:n, m:floor), app_apply.lua (k:<key>); prune_app.lua deletes it",
 		"app_apply.lua: m:n = last order number taken (Redis's clock in µs, or the number before + 1), m:floor = where the numbers of this hash start (a number at or below it was taken from a hash Redis lost), k:<key> = number of the change that last wrote the key (without \"app:\")"},

@@ -233,6 +233,10 @@ type AppChange struct {
 	// Repair: the flusher does the step of a writer that failed before
 	// doing it.
 	Repair bool
+	// IfSkipped: a retry of an event flushed already applies the change
+	// only if the flusher's repair skipped it (ErrAppOrderLost then: take a
+	// new number and apply again); otherwise it is a no-op.
+	IfSkipped bool
 }
 
 // ApplyApp applies an app-state change once per id; applying it again is a
@@ -241,7 +245,8 @@ type AppChange struct {
 // database behind it: load the app state, then retry. ErrAppOrderLost when
 // Redis lost the order hash since the number was taken: nothing is written
 // for a writer (take a new number and apply again); a repair's change is
-// recorded as applied and skipped. It is the second step of a create or an
+// skipped and recorded as skipped, so that the writer, or a retry, applies
+// it with a new number when it comes (app_apply.lua). It is the second step of a create or an
 // event with an app: delta: app state lives in its own hash slot. An empty
 // delta is a no-op.
 func (s *Store) ApplyApp(ctx context.Context, app string, c AppChange) error {
@@ -253,8 +258,11 @@ func (s *Store) ApplyApp(ctx context.Context, app string, c AppChange) error {
 	if c.Order > 0 {
 		order = strconv.FormatInt(c.Order, 10)
 	}
-	if c.Repair {
+	switch {
+	case c.Repair:
 		mode = "r"
+	case c.IfSkipped:
+		mode = "s"
 	}
 	args := appendPairs([]any{c.ID, time.Now().UnixMilli(), s.appliedRetention.Milliseconds(), boolArg(s.durable), order, mode}, c.Pairs)
 	n, err := s.write(ctx, appApplyScript, []string{k.State, k.Applied, k.Order}, args...).Int64()

@@ -14,13 +14,18 @@
 -- ARGV[4] -> "1" when a database backs Redis (a missing app hash means evicted or flushed away)
 -- ARGV[5] -> order number of the change (app_order.lua), or "" for a change logged without one (applied
 --            to every key, as it comes)
--- ARGV[6] -> "r" for the flusher's repair, "" for the writer itself
+-- ARGV[6] -> "r" for the flusher's repair, "" for the writer itself, "s" for a writer's retry of a change
+--            whose event is flushed already: applied only if the repair skipped it (below)
 -- ARGV[7] -> number of pairs P, then P pairs (key without "app:", JSON value)
 -- Returns 1 when applied (keys a newer change wrote are left as they are), 0 when this id was applied before
 --         (a retry or the flusher's repair), -4 when the app state is not cached (load it, then retry),
 --         -6 when the order hash was lost since the number was taken (m:floor is above it): the writer takes
---         a new number and calls again (nothing written); the repair skips the change, recording its id:
---         the writer never acknowledged it, and nothing tells which newer values it would write over.
+--         a new number and calls again (nothing written); the repair skips the change, recording that it
+--         did ("skip/<id>"; it does not know which newer values it would write over), so that a writer
+--         still running, or a client's retry of the event, applies it with a new number when it comes: it
+--         is acknowledged then, after everything acknowledged before. A retry of a flushed event ("s")
+--         applies only a change so skipped: otherwise the flusher applied it (or its record is gone with
+--         the ids, and applying it again could put back older values); 0 then, nothing written.
 -- Bad arguments are an error reply, with nothing written.
 local state, applied, order = KEYS[1], KEYS[2], KEYS[3]
 local now = argv_int(2, 0, MAX_INT)
@@ -30,15 +35,16 @@ if n ~= '' then
   n = argv_int(5, 1, MAX_INT)
 end
 local repair = ARGV[6] == 'r'
-if not repair and ARGV[6] ~= '' then
-  fail('app_apply: ARGV[6] must be "r" or ""')
+if not repair and ARGV[6] ~= '' and ARGV[6] ~= 's' then
+  fail('app_apply: ARGV[6] must be "r", "s" or ""')
 end
 local fields, count, i = argv_pairs(7, 's:')
 if i - 1 ~= #ARGV then
   fail('app_apply: ' .. #ARGV .. ' arguments, ' .. (i - 1) .. ' expected')
 end
 
-if redis.call('ZSCORE', applied, ARGV[1]) then
+local skipped = 'skip/' .. ARGV[1]
+if redis.call('ZSCORE', applied, ARGV[1]) or (ARGV[6] == 's' and not redis.call('ZSCORE', applied, skipped)) then
   return 0
 end
 if ARGV[4] == '1' and redis.call('EXISTS', state) == 0 then
@@ -53,9 +59,13 @@ local function set(pairs)
   chunked('HSET', state, pairs)
 end
 
-local function done()
-  redis.call('ZADD', applied, int(now), ARGV[1])
+local function record(member)
+  redis.call('ZADD', applied, int(now), member)
   redis.call('ZREMRANGEBYSCORE', applied, '-inf', '(' .. int(now - keep))
+end
+local function done()
+  redis.call('ZREM', applied, skipped)
+  record(ARGV[1])
 end
 
 if n == '' then
@@ -64,7 +74,7 @@ else
   local floor = tonumber(redis.call('HGET', order, 'm:floor'))
   if floor == nil or n <= floor then
     if repair then
-      done()
+      record(skipped)
     end
     return -6
   end

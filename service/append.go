@@ -153,16 +153,19 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		if err := s.appendedBefore(ctx, a, sess, ev, p.stored, dup.Stored, p.normalized); err != nil {
 			return nil, err
 		}
-		if dup.Stored == nil || dup.Flushed {
-			// In the database: the flusher applied its app: step (it applies
-			// the app delta of every entry it writes). Doing it again could
-			// put back older values: the ids of the deltas applied do not
-			// outlive the cache (a FLUSHALL, a restart without AOF).
-			return nil, nil
-		}
 		// A retry: the first attempt may have stored the event and failed
 		// before its app: step was done. The step is idempotent per event.
-		if err := s.finishApp(ctx, &a, dup.Incarnation); err != nil {
+		// In the database already, the flusher did the step when it wrote
+		// the event (it applies the app delta of every entry it writes),
+		// unless it had to skip it (Redis lost the order numbers): then the
+		// retry does it, and only then. Doing it again otherwise could put
+		// back older values: the ids of the deltas applied do not outlive
+		// the cache (a FLUSHALL, a restart without AOF).
+		inc := dup.Incarnation
+		if inc == 0 {
+			inc = a.Incarnation // looked up in the database
+		}
+		if err := s.finishApp(ctx, &a, inc, dup.Stored == nil || dup.Flushed); err != nil {
 			return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 		}
 		return nil, nil
@@ -175,7 +178,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 	case err != nil:
 		return nil, fmt.Errorf("append event %s to session %s: %w", a.EventID, a.SID, err)
 	}
-	if err := s.finishApp(ctx, &a, res.Incarnation); err != nil {
+	if err := s.finishApp(ctx, &a, res.Incarnation, false); err != nil {
 		return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
 	}
 	p.stored.Timestamp = time.UnixMicro(res.Ts).UTC()
@@ -390,18 +393,16 @@ func (s *Service) takeAppOrder(ctx context.Context, app string, d *cache.StateDe
 	return err
 }
 
-// applyApp applies the app: part of d under change id (the write's last
-// step), putting the app state back from the database first when Redis lost
+// applyApp applies c, the app: part of a write (its last step), putting the app state back from the database first when Redis lost
 // it. It is retried with capped backoff until it succeeds or ctx ends: the
 // session's part is stored already, and giving up would invite a caller
 // retry that stores the event twice; the step is idempotent per change id.
 // When Redis lost the app's order numbers since d's was taken, the change
 // takes a new one (the call is still running: it may take effect now).
-func (s *Service) applyApp(ctx context.Context, app, id string, d *cache.StateDelta) error {
-	if len(d.App) == 0 {
+func (s *Service) applyApp(ctx context.Context, app string, c cache.AppChange) error {
+	if len(c.Pairs) == 0 {
 		return nil
 	}
-	c := cache.AppChange{ID: id, Order: d.AppOrder, Pairs: d.App}
 	return untilDone(ctx, func() error {
 		err := s.loader.ApplyApp(ctx, app, c)
 		if errors.Is(err, cache.ErrAppOrderLost) {
@@ -415,12 +416,15 @@ func (s *Service) applyApp(ctx context.Context, app, id string, d *cache.StateDe
 }
 
 // finishApp applies the app part of the delta of a, an event whose session
-// part is already stored in the incarnation given.
-func (s *Service) finishApp(ctx context.Context, a *cache.AppendArgs, incarnation int64) error {
+// part is already stored in the incarnation given; ifSkipped: the event is
+// in the database, and the change applies only if the flusher skipped it
+// (cache.AppChange.IfSkipped).
+func (s *Service) finishApp(ctx context.Context, a *cache.AppendArgs, incarnation int64, ifSkipped bool) error {
 	if len(a.Delta.App) == 0 {
 		return nil
 	}
-	return s.applyApp(ctx, a.App, cache.AppendChangeID(incarnation, a.User, a.SID, a.EventID), &a.Delta)
+	return s.applyApp(ctx, a.App, cache.AppChange{ID: cache.AppendChangeID(incarnation, a.User, a.SID, a.EventID),
+		Order: a.Delta.AppOrder, Pairs: a.Delta.App, IfSkipped: ifSkipped})
 }
 
 // untilDone runs f until it succeeds or ctx ends, with capped backoff: for

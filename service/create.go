@@ -69,7 +69,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	case err != nil:
 		return nil, fmt.Errorf("create session %s: %w", sid, err)
 	}
-	if err := s.applyApp(ctx, req.AppName, cache.CreateChangeID(args.CreateTime, req.UserID, sid), &delta); err != nil {
+	if err := s.applyApp(ctx, req.AppName, cache.AppChange{ID: cache.CreateChangeID(args.CreateTime, req.UserID, sid), Order: delta.AppOrder, Pairs: delta.App}); err != nil {
 		return nil, fmt.Errorf("create session %s: app state: %w", sid, err)
 	}
 	// The handle sees the state as a Get would: with the app and user state

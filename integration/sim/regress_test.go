@@ -631,6 +631,69 @@ func lateAppStep(t *testing.T, cause, kind string) {
 	require.JSONEq(t, `{"k": "newer"}`, state, "the app state in the database")
 }
 
+// TestRetryAfterSkippedAppStep: an append whose app: step failed after its
+// event was stored, then Redis lost the app's order numbers (a restart from
+// an older snapshot, a failover): the flusher writes the event and skips
+// its app: step (nothing tells which newer values it would write over), and
+// the client's retry of the event, answered as a duplicate, applies it then
+// and is acknowledged with it. Found by the
+// simulation (standalone concurrent seed 157171261942: an app listing
+// lacked the app: keys of an event first acknowledged by a retry after a
+// Redis restart): the repair recorded the change as applied, so the retry
+// was acknowledged with its app: keys never written.
+func TestRetryAfterSkippedAppStep(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	db := pg.FreshDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, service.Migrate(ctx, db))
+	s, p := newProxied(t, func(c *service.Config) { c.DatabaseURL, c.DisableFlusher = db, true })
+	_, err := s.svc.Create(ctx, &service.CreateRequest{AppName: "a", UserID: "u", SessionID: "s",
+		State: map[string]any{"app:k": "seed"}})
+	require.NoError(t, err)
+	f := s.svc.NewFlusher(nil)
+	_, err = f.RunOnce(ctx)
+	require.NoError(t, err)
+	got, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+
+	p.armFor("retried", 3*time.Second) // the first step is answered, then Redis cannot be reached
+	ev := func() *service.Event {
+		return &service.Event{ID: "e1", InvocationID: "i", Author: "user",
+			Actions: service.EventActions{StateDelta: map[string]any{"app:k": "retried"}}}
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	err = s.svc.AppendEvent(short, got.Session, ev())
+	cancel()
+	require.Error(t, err, "the app: step cannot be done")
+	require.Eventually(t, func() bool { return !p.isDown() }, 10*time.Second, 20*time.Millisecond)
+
+	keys, err := cache.NewKeys(s.ns, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.rdb.Del(ctx, keys.App("a").Order).Err()) // Redis lost the order numbers
+	_, err = f.RunOnce(ctx)                                       // writes e1, skips its app: step
+	require.NoError(t, err)
+
+	require.NoError(t, s.svc.AppendEvent(ctx, got.Session, ev()), "the retry is acknowledged")
+	after, err := s.svc.Get(ctx, &service.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	require.Equal(t, 1, after.Session.Events().Len())
+	require.Equal(t, "retried", stateOf(after.Session)["app:k"], "the acknowledged event's app: key")
+	// The retry's step is not logged (a duplicate logs nothing): the
+	// database takes the app's state with the next app: change flushed
+	// (docs/simulation.md, open).
+	require.NoError(t, s.svc.AppendEvent(ctx, after.Session, &service.Event{InvocationID: "i2", Author: "user",
+		Actions: service.EventActions{StateDelta: map[string]any{"app:other": 1}}}))
+	_, err = f.RunOnce(ctx)
+	require.NoError(t, err)
+	require.NoError(t, f.Stop(ctx))
+	conn, err := sql.Open("postgres", db)
+	require.NoError(t, err)
+	defer conn.Close()
+	var state string
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT state FROM app_states WHERE app_name = 'a'`).Scan(&state))
+	require.JSONEq(t, `{"k": "retried", "other": 1}`, state, "the app state in the database")
+}
+
 // TestCreateOverEvictedSession: a create of an id whose session is flushed
 // and evicted after Create's database check and before its script is
 // refused; the session keeps its events and state. Found by the simulation
