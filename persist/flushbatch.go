@@ -249,12 +249,37 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		if err != nil {
 			return nil, err
 		}
-		if st.OK && st.Dead < st.Rev {
-			sb.addState([2]string{app, ""}, c, StateUpsert{AppName: app, Rev: st.Rev, State: rawState(st.State), UpdateTime: time.Now().UTC(),
-				Orders: st.Orders})
+		if u, ok := appStateUpsert(app, st); ok {
+			sb.addState([2]string{app, ""}, c, u)
 		}
 	}
 	return sb, nil
+}
+
+// appStateUpsert is the row a flush writes of app's state as Redis holds it
+// (st); false when there is none to write (not cached, or dead-lettered up
+// to its revision).
+func appStateUpsert(app string, st cache.StateRev) (StateUpsert, bool) {
+	if !st.OK || st.Dead >= st.Rev {
+		return StateUpsert{}, false
+	}
+	return StateUpsert{AppName: app, Rev: st.Rev, State: rawState(st.State), UpdateTime: time.Now().UTC(), Orders: st.Orders}, true
+}
+
+// WriteAppState writes app's state as Redis (rd) holds it into the
+// database as a flush does, merged key by key by order number (an older
+// copy never puts older values back): for an app: step no change-log entry
+// carries, a retry's of a change the flusher's repair skipped.
+func (s *Store) WriteAppState(ctx context.Context, rd *cache.Store, app string) error {
+	st, err := rd.AppStateRev(ctx, app)
+	if err != nil {
+		return fmt.Errorf("write app state of %s: %w", app, err)
+	}
+	u, ok := appStateUpsert(app, st)
+	if !ok {
+		return nil
+	}
+	return s.Apply(ctx, &Batch{AppStates: []StateUpsert{u}})
 }
 
 // addUserWrites adds to the batch the user: writes of changes that no

@@ -165,8 +165,17 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		if inc == 0 {
 			inc = a.Incarnation // looked up in the database
 		}
-		if err := s.finishApp(ctx, &a, inc, dup.Stored == nil || dup.Flushed); err != nil {
+		flushed := dup.Stored == nil || dup.Flushed
+		if err := s.finishApp(ctx, &a, inc, flushed); err != nil {
 			return nil, fmt.Errorf("append event %s to session %s: app state: %w", a.EventID, a.SID, err)
+		}
+		if flushed && len(a.Delta.App) > 0 && s.db != nil {
+			// No change-log entry carries a step done now: the app's state
+			// goes to the database here (a retry again, if this fails, finds
+			// the step done and writes it again).
+			if err := s.db.WriteAppState(ctx, s.cache, a.App); err != nil {
+				return nil, fmt.Errorf("append event %s to session %s: %w", a.EventID, a.SID, err)
+			}
 		}
 		return nil, nil
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidArgument):
