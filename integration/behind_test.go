@@ -668,24 +668,34 @@ func TestRetryBehindTheHandle(t *testing.T) {
 // again through a handle read from that copy (no sign that Redis is behind:
 // the kept case of docs/design.md, "Ids unknown to an older copy"). The copy
 // stores it again, as seq 3 (the database's numbering) at a new time, as a
-// duplicate delivery or with other content. The flush must keep the
+// duplicate delivery or with other content (or, for other content, at the
+// database's very time for e3, both moved to e2's + 1 µs). The flush must keep the
 // database's row: its update time e3's stored one, its state the database's
 // (e3's keys included), e1..e3 once each; the copy is let go of, and reads
 // serve the database's e3 (simulation seeds 27172891176 and 614903424786:
 // the batch was taken for a replay and the row took the copy's update time,
-// and its state).
+// and its state; seed 953023679376, at the same time: its state).
 func TestStoredAgainOnOlderCopy(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		again *service.Event
 		n     int // the database's events: e1..en
+		// sameTime: e3 and the event sent again are both stamped before
+		// e2, so each is stored at e2's time + 1 µs: the copy's at exactly
+		// the database's time for e3.
+		sameTime bool
 	}{
-		{"Retry", behindEv("e3", 3), 3},
-		{"OtherContent", &service.Event{ID: "e3", InvocationID: "inv-other", Author: "model"}, 3},
+		{"Retry", behindEv("e3", 3), 3, false},
+		{"OtherContent", &service.Event{ID: "e3", InvocationID: "inv-other", Author: "model"}, 3, false},
 		// The copy's row is below the database's rev: nothing of it is
 		// written, and the copy, which lacks e4, is let go of as well.
-		{"BelowTheRev", behindEv("e3", 3), 4},
+		{"BelowTheRev", behindEv("e3", 3), 4, false},
+		// Another event under e3's id at e3's very time (simulation seed
+		// 953023679376: taken for a replay, the row took the copy's state,
+		// with a key the database's e3 never set).
+		{"OtherContentAtTheSameTime", &service.Event{ID: "e3", InvocationID: "inv-other", Author: "model",
+			Timestamp: time.UnixMicro(1).UTC(), Actions: service.EventActions{StateDelta: map[string]any{"other": true}}}, 3, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -694,6 +704,12 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			k := sessKey{"app", "u", "s"}
 			sess, sk, restore := e.copyAfterTwo(t, k)
 			for j := 3; j <= c.n; j++ {
+				if c.sameTime {
+					ev := behindEv(fmt.Sprint("e", j), j)
+					ev.Timestamp = time.UnixMicro(1).UTC()
+					require.NoError(t, e.svc.AppendEvent(ctx, sess, ev))
+					continue
+				}
 				behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
 			}
 			e.flush(e.svc)
@@ -705,7 +721,11 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			require.Equal(t, 2, read.Session.Events().Len(), "Redis serves its older copy")
 			require.NoError(t, e.svc.AppendEvent(ctx, read.Session, c.again))
 			require.Equal(t, "3", e.hash(sk.Session)["m:rev"], "the copy stored e3 again, as seq 3")
-			require.NotEqual(t, before.Events[k][2].US, c.again.Timestamp.UnixMicro(), "at a new time")
+			if c.sameTime {
+				require.Equal(t, before.Events[k][2].US, c.again.Timestamp.UnixMicro(), "at the database's time")
+			} else {
+				require.NotEqual(t, before.Events[k][2].US, c.again.Timestamp.UnixMicro(), "at a new time")
+			}
 			stored := before.Events[k][c.n-1].US // the database's last event's
 
 			e.flush(e.svc)
@@ -714,8 +734,10 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			require.Equal(t, stored, rows.Sessions[k].UpdateUS, "the database's last event's time")
 			require.Equal(t, before.Events[k], rows.Events[k], "the database keeps its own e3")
 			e.requireBehindRows(k, c.n)
+			require.NotContains(t, rows.Sessions[k].State, "other", "the state the database's e3 left")
 			require.Equal(t, time.Duration(-2), e.pttl(sk.Session), "the older copy is let go of once flushed")
 			got := e.requireBehindGet(k, c.n)
+			require.NotContains(t, stateMap(got), "other")
 			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's events")
 		})
 	}

@@ -69,6 +69,7 @@ type dbSession struct {
 	state   map[string]json.RawMessage
 	updated time.Time
 	held    map[string]time.Time // the batch's event ids the database holds, with their timestamps
+	data    map[string][]byte    // and their event_data
 }
 
 // rebaseTx returns b with the sessions and user states that Redis holds
@@ -168,11 +169,16 @@ func mayBeBehind(u *SessionUpsert, t tracked, f rowFacts) bool {
 // holds, but for a rebased batch's moved events (the database holds them
 // later): such a replay is below the row's rev and writes nothing, so an
 // event the database holds later counts only when the row would be written.
+// One the database holds at the same time with other content is another
+// event under a reused id that the copy stored at the database's time (the
+// previous event's + 1 µs on both sides): over as well, and the database
+// keeps its own (simulation seed 953023679376).
 func numberedOver(u *SessionUpsert, t tracked, db *dbSession) (over, late bool) {
 	for _, e := range u.Events {
 		if at, ok := db.held[e.ID]; ok {
 			dbUS, copyUS := at.UnixMicro(), e.Timestamp.UnixMicro()
-			over = over || dbUS < copyUS || (dbUS > copyUS && u.Rev >= t.rev)
+			over = over || dbUS < copyUS || (dbUS > copyUS && u.Rev >= t.rev) ||
+				(dbUS == copyUS && !sameStoredEvent(db.data[e.ID], e))
 			continue
 		}
 		if e.Seq > t.rev {
@@ -341,9 +347,9 @@ WHERE app_name = ? AND user_id = ? AND session_id = ? AND "timestamp" >= ? AND "
 }
 
 // readDBSession reads what the database holds of session key, and which of
-// events it holds (by id), at what times.
+// events it holds (by id), at what times and with what content.
 func readDBSession(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, events []EventRow) (*dbSession, error) {
-	db := &dbSession{held: map[string]time.Time{}}
+	db := &dbSession{held: map[string]time.Time{}, data: map[string][]byte{}}
 	var last nullTime
 	if err := tx.QueryRowContext(ctx, `SELECT count(*), max("timestamp") FROM events
 WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.UserID, key.SessionID).Scan(&db.count, &last); err != nil {
@@ -359,7 +365,7 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 	}
 	db.state, db.updated = state, updated.t
 	for chunk := range slices.Chunk(events, 500) {
-		q := `SELECT id, "timestamp" FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? AND id IN (?` +
+		q := `SELECT id, "timestamp", event_data FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? AND id IN (?` +
 			strings.Repeat(", ?", len(chunk)-1) + `)`
 		args := []any{key.AppName, key.UserID, key.SessionID}
 		for _, e := range chunk {
@@ -372,11 +378,12 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 		for rows.Next() {
 			var id string
 			var at dbTime
-			if err := rows.Scan(&id, &at); err != nil {
+			var data []byte
+			if err := rows.Scan(&id, &at, &data); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
 			}
-			db.held[id] = at.t
+			db.held[id], db.data[id] = at.t, data
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

@@ -75,7 +75,9 @@ func TestApplyRebasesNumberedOver(t *testing.T) {
 // database holds, so it looks like a replay; but the time says the copy is
 // behind: the session is rebased (its row keeps the database's state and
 // update time, e3 is not written again) and its copy let go of. A replay of
-// the batch the database wrote (the same times) is still a replay.
+// the batch the database wrote (the same times) is still a replay. So is
+// one whose event_data holds the same event in another form; but another
+// event under e3's id, stored by the copy at e3's very time, is not.
 func TestApplyStoredAgain(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
@@ -112,6 +114,37 @@ func TestApplyStoredAgain(t *testing.T) {
 		same(t, "rev", ls.Rev, int64(3))
 		same(t, "state: the database's", jsonValue(t, ls.State), jsonValue(t, before.State))
 		same(t, "update time: the database's", ls.UpdateTime, before.UpdateTime)
+
+		// e3's id reused for another event, which the copy stored at
+		// exactly the database's time for it: not a replay (simulation seed
+		// 953023679376: the row took the copy's state). The database keeps
+		// its own e3, and the row its state.
+		other := upsert(k, inc1, 3, 3)
+		other.Flushed = 2
+		other.Events[0].Data = []byte(`{"author":"user","invocation_id":"other","actions":{"state_delta":{"other":true}}}`)
+		other.State = map[string]json.RawMessage{"count": json.RawMessage(`2`), "other": json.RawMessage(`true`)}
+		batch = &Batch{Sessions: []SessionUpsert{other}}
+		apply(t, s, batch)
+		same(t, "other content: rebased", batch.Outcome.Rebased, []SessionKey{k})
+		ids, times = storedEvents(t, s, k)
+		same(t, "events, other content", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3)})
+		same(t, "e3 at its stored time, other content", times[2], eventTime(inc1, 3))
+		ls, err = s.LoadSession(ctx, k, Window{})
+		must(t, err)
+		same(t, "state: the database's, not the other event's", jsonValue(t, ls.State), jsonValue(t, before.State))
+		same(t, "update time: the database's, other content", ls.UpdateTime, before.UpdateTime)
+		same(t, "e3 as the database holds it", string(ls.Events[2].Data), string(before.Events[2].Data))
+		// The same content in another form (keys in another order, another
+		// number form, escapes) is a replay: it writes nothing.
+		d = dump(t, s)
+		replay = &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 3, 3)}}
+		replay.Sessions[0].Events[0].Data = []byte(`{"custom_metadata":{"x y":[1.0, 20e-1]},"timestamp":7,` +
+			`"actions":{"requested_tool_confirmations":{},"requested_auth_configs":{},"artifact_delta":{},` +
+			`"state_delta":{"k":null,"user:u":"x","app:a":3}},"content":{"parts":[{"text":"reply 3 \u003cb\u003e&\u003c/b\u003e \u00e9"},` +
+			`{"function_call":{"args":{"camelKey":1},"name":"f"}}],"role":"model"},"author":"model"}`)
+		apply(t, s, replay)
+		same(t, "a replay in another form: not rebased", replay.Outcome.Rebased, []SessionKey(nil))
+		same(t, "a replay in another form changes nothing", dump(t, s), d)
 	})
 }
 
