@@ -9,6 +9,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -925,4 +926,62 @@ func (e *wbEnv) evictAndWrite(m *manualFlusher, a *service.Session, userKey stri
 	require.NoError(e.t, e.rdb.Del(wbCtx(e.t), userKey).Err())
 	e.mustAppend(e.svc, a, "i3", "three", map[string]any{"user:k": 2})
 	m.drain()
+}
+
+// TestRebasedUserMarksLost: a batch rebases a user (ADK appended to one of
+// its sessions), and Redis's copy of the user's hash is not let go of
+// after it: a FLUSHALL while the batch waits puts the hash back from the
+// database before the commit (flushed.lua then finds an older copy than
+// the one read and marks nothing), and a batch read from it that never
+// commits (its context ends while it waits on a lock) counts a read the
+// database does not record, so the copy's next read counts above the
+// database's. The user's next write (through a session the database does
+// not know) is written: the rebased row took the revision of the hash the
+// batch read, not one above the database's, so the copy's next snapshot is
+// above it (simulation seed 611470501151: such a snapshot was taken for
+// one the row held, and its user: key lost).
+func TestRebasedUserMarksLost(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	m := newManualFlusher(t, e)
+	ctx := wbCtx(t)
+	k := sessKey{"app", "u", "a"}
+	a := e.create(e.svc, k.app, k.user, k.sid, nil)
+	e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
+	m.drain()
+	adkAppend(t, e, k, "e2", 2, a.LastUpdateTime().Add(time.Second))
+	e.mustAppend(e.svc, a, "i3", "three", map[string]any{"s": 3}) // no user: key: the hash keeps its revision
+
+	// The batch rebasing a (ADK wrote its row) waits on its row; Redis is
+	// wiped meanwhile and the user's hash read back from the database.
+	lockRow := func(q string, args ...any) *sql.Tx {
+		lock, err := e.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = lock.ExecContext(ctx, q, args...)
+		require.NoError(t, err)
+		return lock
+	}
+	lock := lockRow(`SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
+	passed := m.pass()
+	waitLockWaiter(t, e)
+	require.NoError(t, e.rdb.FlushAll(ctx).Err())
+	_, err := e.svc.GetUserState(ctx, k.app, k.user)
+	require.NoError(t, err)
+	require.NoError(t, lock.Commit())
+	require.NoError(t, <-passed)
+
+	// A batch of b that reads the user's hash and never commits.
+	b := e.create(e.svc, k.app, k.user, "b", nil)
+	e.mustAppend(e.svc, b, "i4", "four", map[string]any{"user:y": 4})
+	lock = lockRow(`SELECT 1 FROM user_states WHERE app_name = $1 AND user_id = $2 FOR UPDATE`, k.app, k.user)
+	passCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := m.f.RunOnce(passCtx); done <- err }()
+	waitLockWaiter(t, e)
+	cancel()
+	require.Error(t, <-done)
+	require.NoError(t, lock.Rollback())
+
+	m.drain()
+	e.requireUserState(k.app, k.user, map[string]any{"k": float64(1), "last": float64(2), "own-e2": float64(2), "y": float64(4)})
 }

@@ -318,14 +318,31 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSe
 	for _, w := range news {
 		maps.Copy(state, w.Delta)
 	}
+	// The row takes the revision Redis's hash had when it was read, not
+	// one above the database's: the hash numbers its next writes from it,
+	// and a later snapshot of the hash not rebased (its count above the
+	// database's) at or below the row's revision would be taken for one
+	// the row holds and dropped (simulation seed 611470501151). A user
+	// without a snapshot (Redis held no hash) keeps the row's revision,
+	// read first (planStates treats a user it was not read for as
+	// untracked). Merged: written whatever its Rev.
 	i := slices.IndexFunc(b.UserStates, func(st StateUpsert) bool { return st.AppName == k.app && st.UserID == k.user })
 	if i < 0 {
-		b.UserStates = append(b.UserStates, StateUpsert{AppName: k.app, UserID: k.user, UpdateTime: time.Now().UTC()})
+		if _, ok := states[k]; !ok {
+			var rev int64
+			err := tx.QueryRowContext(ctx, `SELECT rev FROM adksession_states WHERE app_name = $1 AND user_id = $2`, k.app, k.user).Scan(&rev)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("read user state revision to rebase: %w", err)
+			}
+			if err == nil {
+				states[k] = rev
+			}
+		}
+		b.UserStates = append(b.UserStates, StateUpsert{AppName: k.app, UserID: k.user, Rev: states[k], UpdateTime: time.Now().UTC()})
 		i = len(b.UserStates) - 1
 	}
 	st := &b.UserStates[i]
-	st.State = state
-	st.Rev = max(st.Rev, states[k]+1)
+	st.State, st.Merged = state, true
 	return nil
 }
 

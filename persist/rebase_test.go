@@ -271,3 +271,53 @@ func TestApplyRecordsCountOfSkippedSnapshot(t *testing.T) {
 		}
 	})
 }
+
+// TestApplyRebasedUserKeepsHashRev: a session Redis numbered over the
+// database's is rebased, and so is its user, whose hash in Redis is not
+// behind by its flush count. The user's row takes the revision the hash had
+// when it was read (the hash numbers its next writes from it), so the
+// hash's next snapshot is written, not taken for one the row holds
+// (simulation seed 611470501151: a user: write lost). A user rebased
+// without a snapshot (Redis held no hash) keeps the row's revision.
+func TestApplyRebasedUserKeepsHashRev(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		for _, snapshot := range []bool{true, false} {
+			t.Run(fmt.Sprint("snapshot=", snapshot), func(t *testing.T) {
+				ctx := context.Background()
+				s := migrated(t, b)
+				k := skey("s1")
+				user := func(rev, flush int64, kv ...string) StateUpsert {
+					st := map[string]json.RawMessage{}
+					for i := 0; i < len(kv); i += 2 {
+						st[kv[i]] = json.RawMessage(`"` + kv[i+1] + `"`)
+					}
+					return StateUpsert{AppName: "app", UserID: "u1", Rev: rev, State: st, UpdateTime: eventTime(inc1, 8), Flush: flush}
+				}
+				apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 8)}, UserStates: []StateUpsert{user(5, 3, "u", "db")}})
+
+				behind := upsert(k, inc1, 1, 7)
+				behind.Flushed = 6
+				behind.Events = append(behind.Events[:6], EventRow{ID: "new-7", InvocationID: "inv-new", Seq: 7, Timestamp: eventTime(inc1, 7),
+					Data: []byte(`{"author":"model","actions":{"state_delta":{"k":"n7"},"artifact_delta":{}}}`)})
+				batch := &Batch{Sessions: []SessionUpsert{behind}}
+				if snapshot {
+					batch.UserStates = []StateUpsert{user(5, 4, "u", "db")}
+				}
+				apply(t, s, batch)
+				same(t, "rebased users", batch.Outcome.RebasedUsers, []SessionKey{{AppName: "app", UserID: "u1"}})
+				_, v, err := s.LoadUserState(ctx, "app", "u1")
+				must(t, err)
+				same(t, "user state revision: the hash's (the row's without one)", v.Rev, int64(5))
+				if !snapshot {
+					return
+				}
+				// The hash's next write, at rev 6, counted above the database.
+				apply(t, s, &Batch{UserStates: []StateUpsert{user(6, 5, "u", "db", "w", "later")}})
+				got, v, err := s.LoadUserState(ctx, "app", "u1")
+				must(t, err)
+				same(t, "user state after the hash's next write", jsonValue(t, got), map[string]any{"u": "db", "w": "later"})
+				same(t, "its revision", v.Rev, int64(6))
+			})
+		}
+	})
+}
