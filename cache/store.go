@@ -413,25 +413,6 @@ func (v *argv) int(n int64) {
 	v.args = append(v.args, &v.ints[len(v.ints)-1])
 }
 
-// AppendCommand is the EVALSHA of append.lua (after "EVALSHA <sha>": the
-// number of keys, the keys, the arguments) that Append sends for a, for
-// tools that measure the script on its own (redis-benchmark).
-func (s *Store) AppendCommand(a AppendArgs) []string {
-	keys, line := s.appendCommand(a)
-	out := append([]string{strconv.Itoa(len(keys))}, keys...)
-	for _, v := range line[3+len(keys):] {
-		switch v := v.(type) {
-		case *string:
-			out = append(out, *v)
-		case *int64:
-			out = append(out, strconv.FormatInt(*v, 10))
-		default:
-			out = append(out, fmt.Sprint(v))
-		}
-	}
-	return out
-}
-
 // Append appends an event. Errors: ErrNotCached, ErrDeleted, ErrStale,
 // ErrUserNotCached, ErrIncomplete, *DuplicateEventError, ErrCheckEventID.
 // The app part of the delta is not applied here (see ApplyApp).
