@@ -31,11 +31,16 @@ type Store struct {
 // Options configure a Store.
 type Options struct {
 	Keys    Keys
-	Durable bool          // a database backs Redis: log changes, tombstone deletes
-	TempTTL time.Duration // TTL of temp: state, safety net for invocations never ended
+	Durable bool // a database backs Redis: log changes, tombstone deletes
+	// TempTTL is the TTL of temp: state, the safety net for invocations
+	// never ended (service.Config.TempTTL; required for appends with temp:
+	// keys: append.lua refuses 0).
+	TempTTL time.Duration
 	// WaitReplicas > 0: a write is acknowledged only once that many replicas
 	// have it (WAIT, in the same round trip), so a failover loses nothing
-	// acknowledged. WaitTimeout bounds the wait (default 1s).
+	// acknowledged. WaitTimeout bounds the wait (service.Config.WaitTimeout;
+	// required with WaitReplicas). Like the other options they are the
+	// service's, defaulted there: the Store has no defaults of its own.
 	WaitReplicas int
 	WaitTimeout  time.Duration
 	Caps         StateCaps
@@ -50,12 +55,6 @@ type StateCaps struct {
 
 // NewStore returns a Store over rdb.
 func NewStore(rdb redis.UniversalClient, o Options) *Store {
-	if o.TempTTL <= 0 {
-		o.TempTTL = time.Hour
-	}
-	if o.WaitTimeout <= 0 {
-		o.WaitTimeout = time.Second
-	}
 	return &Store{rdb: rdb, keys: o.Keys, durable: o.Durable, tempTTL: o.TempTTL, appliedRetention: 7 * 24 * time.Hour,
 		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout, caps: o.Caps, commit: &committer{rdb: rdb}}
 }
@@ -419,25 +418,6 @@ func (v *argv) str(s string) {
 func (v *argv) int(n int64) {
 	v.ints = append(v.ints, n)
 	v.args = append(v.args, &v.ints[len(v.ints)-1])
-}
-
-// AppendCommand is the EVALSHA of append.lua (after "EVALSHA <sha>": the
-// number of keys, the keys, the arguments) that Append sends for a, for
-// tools that measure the script on its own (redis-benchmark).
-func (s *Store) AppendCommand(a AppendArgs) []string {
-	keys, line := s.appendCommand(a)
-	out := append([]string{strconv.Itoa(len(keys))}, keys...)
-	for _, v := range line[3+len(keys):] {
-		switch v := v.(type) {
-		case *string:
-			out = append(out, *v)
-		case *int64:
-			out = append(out, strconv.FormatInt(*v, 10))
-		default:
-			out = append(out, fmt.Sprint(v))
-		}
-	}
-	return out
 }
 
 // Append appends an event. Errors: ErrNotCached, ErrDeleted, ErrStale,

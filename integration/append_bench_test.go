@@ -2,7 +2,7 @@ package integration
 
 // Append benchmarks of docs/benchmarks.md, each ratio
 // taken against references measured in the same run (ceiling_test.go): the
-// minimal atomic append (lua/reference_append.lua) and lua/append.lua itself,
+// minimal atomic append (cache/scriptbench/reference_append.lua) and lua/append.lua itself,
 // both run unpipelined by redis-benchmark at the same concurrency.
 //
 //	integration/testenv.sh go test -run '^$' -bench 'Append' -benchtime 5s ./integration/

@@ -340,7 +340,7 @@ func TestADKAppendedAfterUs(t *testing.T) {
 
 // TestTempAcrossReplacedCopy: the temp: state of the running invocation
 // outlives Redis replacing its copy of the session with the database's
-// (SPEC 3: it is trimmed only when the invocation ends or by TempTTL). The
+// (it is trimmed only when the invocation ends or by TempTTL). The
 // flusher lets go of a rebased session's keys (ADK appended to it: with
 // Redis holding the copy, or read back from the database after ADK's row,
 // as in simulation seeds 857213640173, 43041865887 and 732388240531), and

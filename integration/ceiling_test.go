@@ -2,8 +2,8 @@ package integration
 
 // The references appends are measured against, in the same run as
 // BenchmarkAppend: redis-benchmark calling, with EVALSHA, the minimal atomic
-// append (lua/reference_append.lua: HSET session, HSET user, XADD events, XADD
-// log) and lua/append.lua itself (lua.AppendCeiling: the handle's revision is
+// append (cache/scriptbench/reference_append.lua: HSET session, HSET user, XADD
+// events, XADD log) and lua/append.lua itself (scriptbench.AppendCeiling: the handle's revision is
 // not compared and the event id is made unique per call, so that fixed
 // arguments take the library's common path every time, with the very same
 // Redis commands). cache/scriptbench runs them (`adksession bench` too).
@@ -22,14 +22,13 @@ import (
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/integration/testenv"
-	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
 )
 
 // ceilingSeconds is how long each measured redis-benchmark run lasts, roughly.
 const ceilingSeconds = 3
 
-// referenceCall is lua/reference_append.lua writing ev's JSON, with a
+// referenceCall is scriptbench's reference_append.lua writing ev's JSON, with a
 // session key and a user key, to keys of its own in namespace ns.
 func referenceCall(b *testing.B, ns string, ev *service.Event) scriptbench.Call {
 	b.Helper()
@@ -40,7 +39,7 @@ func referenceCall(b *testing.B, ns string, ev *service.Event) scriptbench.Call 
 
 // appendCall is lua/append.lua as the service calls it for ev (with the
 // handle's revision not compared and the event id made unique per call:
-// lua.AppendCeiling), appending to session (app, user, sid) of namespace ns.
+// scriptbench.AppendCeiling), appending to session (app, user, sid) of namespace ns.
 func appendCall(b *testing.B, rdb redis.UniversalClient, ns, app, user, sid string, ev *service.Event, durable bool) scriptbench.Call {
 	b.Helper()
 	ctx := context.Background()
@@ -69,11 +68,13 @@ func appendCall(b *testing.B, rdb redis.UniversalClient, ns, app, user, sid stri
 			delta.Session = append(delta.Session, p)
 		}
 	}
-	store := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: durable})
-	return scriptbench.Call{Src: lua.AppendCeiling(), Counted: k.Events, Args: store.AppendCommand(cache.AppendArgs{
+	// TempTTL: the service's default, as the benchmarks open it.
+	args, err := scriptbench.AppendCommand(cache.Options{Keys: keys, Durable: durable, TempTTL: time.Hour}, cache.AppendArgs{
 		App: app, User: user, SID: sid, Incarnation: inc,
 		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
-		EventPre: pre, EventPost: post, Delta: delta})}
+		EventPre: pre, EventPost: post, Delta: delta})
+	require.NoError(b, err)
+	return scriptbench.Call{Src: scriptbench.AppendCeiling(), Counted: k.Events, Args: args}
 }
 
 // measureScript measures call with redis-benchmark at concurrency clients

@@ -19,10 +19,7 @@ import (
 const modulePath = "github.com/adksession/adksession"
 
 func TestImportArrows(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := moduleRoot(t)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -31,13 +28,7 @@ func TestImportArrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}`, modulePath+"/...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	got := listGraph(out)
+	got := listGraph(goList(t, root, `{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}`))
 	for _, pkg := range slices.Sorted(maps.Keys(got)) {
 		if d, ok := want[pkg]; !ok {
 			t.Errorf("package %s is not in docs/design.md's import graph (it imports %q)", pkg, got[pkg])
@@ -61,9 +52,67 @@ func TestImportArrows(t *testing.T) {
 	}
 }
 
+// benchPackage holds the benchmark helpers (docs/design.md, "Benchmark code
+// and cmd").
+const benchPackage = "cache/scriptbench"
+
+// TestBenchNotInProduction: no production package (the module's packages
+// but the commands, the tests' own and the benchmark package itself)
+// imports the benchmark package, directly or through another.
+func TestBenchNotInProduction(t *testing.T) {
+	root := moduleRoot(t)
+	deps := listGraph(goList(t, root, `{{.ImportPath}}:{{range .Deps}} {{.}}{{end}}`))
+	if _, ok := deps[benchPackage]; !ok {
+		t.Fatalf("no package %s", benchPackage)
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(deps)) {
+		if pkg == benchPackage || pkg == "cmd" || strings.HasPrefix(pkg, "cmd/") {
+			continue
+		}
+		if slices.Contains(deps[pkg], benchPackage) {
+			t.Errorf("production package %s imports the benchmark package %s (directly or through another)", pkg, benchPackage)
+		}
+	}
+}
+
+// TestCmdWiringOnly: the command imports the public packages and its own
+// internal ones, none of the building blocks below service.
+func TestCmdWiringOnly(t *testing.T) {
+	const cmdPkg = "cmd/adksession"
+	imps, ok := listGraph(goList(t, moduleRoot(t), `{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}`))[cmdPkg]
+	if !ok {
+		t.Fatalf("no package %s", cmdPkg)
+	}
+	for _, imp := range imps {
+		if imp != "service" && imp != "service/httpapi" && !strings.HasPrefix(imp, cmdPkg+"/internal/") {
+			t.Errorf("%s imports %s: the command imports service, service/httpapi and its own internal packages only", cmdPkg, imp)
+		}
+	}
+}
+
+func moduleRoot(t *testing.T) string {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// goList runs go list -f format over the module's packages in root.
+func goList(t *testing.T, root, format string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", format, modulePath+"/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	return out
+}
+
 // listGraph reads go list's "pkg: imp imp" lines: the module's packages
-// other than the tests' own (integration/...) and the module's imports of
-// each, as paths inside the module.
+// other than the tests' own (integration/...) and the module's packages
+// each imports (or depends on), as paths inside the module.
 func listGraph(out []byte) map[string][]string {
 	g := map[string][]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -1,6 +1,6 @@
 package integration
 
-// A user's listing is newest update first (SPEC 3), by the user's session
+// A user's listing is newest update first, by the user's session
 // index (us, score = last update µs). Where a session's time changes
 // without a script that writes the index (Redis came back with an older
 // index, ADK wrote to the database, the flusher rebased the session, a

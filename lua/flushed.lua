@@ -169,7 +169,7 @@ if srebased then
   -- Its seqs are Redis's, not the database's: nothing is trimmed (a read past the cached tail would number
   -- the database's events otherwise), and the copy goes once it holds nothing unflushed.
   if fl >= rev then
-    -- The running invocation's temp state is not the database's to replace (SPEC 3: it ends with the
+    -- The running invocation's temp state is not the database's to replace (it ends with the
     -- invocation): the temp hash stays, and keeps the name the session hash held.
     local tinv = redis.call('HGET', sess, 'm:tinv')
     if tinv and redis.call('EXISTS', temp) == 1 then

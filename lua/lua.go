@@ -132,29 +132,3 @@ var (
 	// IndexBuild builds a session's compaction index from its history, a chunk per call; see index_build.lua.
 	IndexBuild = withIndex(indexBuildSrc)
 )
-
-// ReferenceAppend is the minimal atomic append the benchmarks measure
-// adksession against (see reference_append.lua); the service never runs it.
-//
-//go:embed reference_append.lua
-var ReferenceAppend string
-
-// AppendCeiling is append.lua changed so that any number of calls with the
-// same arguments append: the handle is never behind (its revision is not
-// compared) and the event id is made unique per call (the given id and the
-// number of the session's event ids, which every call that gets past the
-// id's ZADD NX grows, whole or cut short after it). It does the same Redis work as an append, for
-// measuring the ceiling (redis-benchmark EVALSHA) benchmarks compare against.
-func AppendCeiling() string {
-	s := Append
-	for _, r := range [][2]string{
-		{"    behind, ahead = hrev ~= rev, hrev > rev", "    behind, ahead = false, false"},
-		{"local id = ARGV[12]", "local id = ARGV[12] .. '/' .. redis.call('ZCARD', KEYS[8])"},
-	} {
-		if strings.Count(s, r[0]) != 1 {
-			panic("lua/append.lua no longer has `" + r[0] + "`: update AppendCeiling")
-		}
-		s = strings.Replace(s, r[0], r[1], 1)
-	}
-	return s
-}

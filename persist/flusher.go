@@ -15,9 +15,9 @@ import (
 	"github.com/adksession/adksession/cache"
 )
 
-// FlusherOptions configure a Flusher. BatchSize, CacheTTL, MaxCachedEvents
-// and LeaseTTL are service.Config's, which holds their defaults; the other
-// zero values take the defaults given here.
+// FlusherOptions configure a Flusher. BatchSize, Interval, CacheTTL,
+// MaxCachedEvents and LeaseTTL are service.Config's, which holds their
+// defaults; the other zero values take the defaults given here.
 type FlusherOptions struct {
 	BatchSize int // change-log entries per transaction (Config.FlushBatchSize; required)
 	// Interval is the longest an idle flusher waits before it looks at
@@ -25,9 +25,8 @@ type FlusherOptions struct {
 	// on the wake channel when a shard's change log gets its first entry.
 	// The poll is the safety net for a wakeup lost while the subscription
 	// reconnected, and for the shards of a flusher that died holding their
-	// leases. Default: 15 s, or a quarter second per shard beyond 60
-	// shards, so that an idle process costs Redis at most 4 commands a
-	// second. At work, a flusher passes over the shards back to back.
+	// leases (Config.FlushInterval; required). At work, a flusher passes
+	// over the shards back to back.
 	Interval        time.Duration
 	CacheTTL        time.Duration // TTL of idle, fully flushed sessions (Config.CacheTTL; required)
 	MaxCachedEvents int           // flushed events a session keeps in Redis (Config.MaxCachedEvents; required)
@@ -208,9 +207,6 @@ func (f *Flusher) loop(ctx context.Context) {
 	wake, stopWake := f.cache.Wakeups(ctx)
 	defer stopWake()
 	idle := f.opts.Interval
-	if idle <= 0 {
-		idle = max(15*time.Second, time.Duration(f.cache.Keys().Shards())*time.Second/4)
-	}
 	var b backoff
 	for {
 		n, err := f.RunOnce(ctx)

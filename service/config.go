@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -140,6 +141,9 @@ func (c Config) withDefaults() (Config, error) {
 	case c.DB != nil && !persist.KnownDialect(c.DBDialect):
 		return c, fmt.Errorf("%w: Config.DBDialect: %q (name the database of Config.DB: postgres or sqlite)", ErrInvalidArgument, c.DBDialect)
 	}
+	if c.Shards <= 0 {
+		c.Shards = cache.DefaultShards
+	}
 	if c.TempTTL <= 0 {
 		c.TempTTL = time.Hour
 	}
@@ -173,6 +177,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.FlushBatchSize <= 0 {
 		c.FlushBatchSize = 500
 	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = max(15*time.Second, time.Duration(c.Shards)*time.Second/4)
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	var err error
 	if c.Retention, err = c.Retention.withDefaults(c.DatabaseURL != "" || c.DB != nil); err != nil {
 		return c, err
@@ -184,12 +197,4 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Config.FlushLeaseTTL: %s, must be at least 1s (a live flusher could lose its shards between two batches)", ErrInvalidArgument, c.FlushLeaseTTL)
 	}
 	return c, nil
-}
-
-// logger is Logger, or slog.Default().
-func (c Config) logger() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
-	}
-	return slog.Default()
 }

@@ -70,7 +70,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		return fail(err)
 	}
 	if (cfg.DatabaseURL != "" || cfg.DB != nil) && !cfg.AllowAllKeysEviction {
-		if err := checkEviction(ctx, s.rdb, cfg.logger()); err != nil {
+		if err := checkEviction(ctx, s.rdb, cfg.Logger); err != nil {
 			return fail(err)
 		}
 	}
@@ -97,7 +97,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.flusher = s.newFlusher(cfg.Logger)
 		s.flusher.Start(ctx)
 	}
-	s.startRetention(ctx, cfg.Retention, cfg.logger())
+	s.startRetention(ctx, cfg.Retention, cfg.Logger)
 	return s, nil
 }
 
@@ -124,9 +124,9 @@ func (s *Service) checkNamespaces(ctx context.Context, cfg Config) {
 	others, err := s.db.ClaimNamespace(ctx, cfg.Namespace, time.Now(), 24*time.Hour)
 	switch {
 	case err != nil:
-		cfg.logger().Warn("adksession: could not record this deployment's namespace in the database", "namespace", cfg.Namespace, "err", err)
+		cfg.Logger.Warn("adksession: could not record this deployment's namespace in the database", "namespace", cfg.Namespace, "err", err)
 	case len(others) > 0:
-		cfg.logger().Warn("adksession: the database also serves other namespaces (one database is meant for one namespace: see docs/operations.md)",
+		cfg.Logger.Warn("adksession: the database also serves other namespaces (one database is meant for one namespace: see docs/operations.md)",
 			"namespace", cfg.Namespace, "others", others)
 	}
 }

@@ -1,13 +1,18 @@
-// Package scriptbench measures one Redis script the way the benchmarks'
-// references are measured: redis-benchmark calling it with EVALSHA,
-// unpipelined, at a given concurrency, against a standalone Redis, with
-// Redis's own time per call read from INFO commandstats. `adksession bench`
-// and the integration benchmarks share it. Internal to adksession: not a
-// public API.
+// Package scriptbench holds adksession's benchmark helpers: it measures one
+// Redis script the way the benchmarks' references are measured
+// (redis-benchmark calling it with EVALSHA, unpipelined, at a given
+// concurrency, against a standalone Redis, with Redis's own time per call
+// read from INFO commandstats), and gives the scripts measured: the minimal
+// atomic append (Reference) and append.lua made repeatable (AppendCeiling)
+// with the arguments the service sends (AppendCommand). `adksession bench`
+// and the integration benchmarks share it; no production package imports it
+// (integration/imports_test.go checks). Internal to adksession: not a public
+// API.
 package scriptbench
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -19,7 +24,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/adksession/adksession/cache"
-	"github.com/adksession/adksession/lua"
 )
 
 // Call is one script and the EVALSHA arguments redis-benchmark repeats
@@ -31,12 +35,18 @@ type Call struct {
 	Counted string
 }
 
-// Reference is lua/reference_append.lua (the minimal atomic append) writing
+// referenceAppend is the minimal atomic append the benchmarks measure
+// adksession against (see reference_append.lua); the service never runs it.
+//
+//go:embed reference_append.lua
+var referenceAppend string
+
+// Reference is reference_append.lua (the minimal atomic append) writing
 // eventJSON, with a session key and a user key, to keys of its own under
 // prefix (one hash slot).
 func Reference(prefix string, eventJSON []byte) Call {
 	tag := prefix + "{ref}:"
-	return Call{Src: lua.ReferenceAppend, Counted: tag + "e",
+	return Call{Src: referenceAppend, Counted: tag + "e",
 		Args: []string{"4", tag + "s", tag + "u", tag + "e", tag + "log", string(eventJSON), "1", "1"}}
 }
 

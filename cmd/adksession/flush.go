@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/adksession/adksession/cmd/adksession/internal/progress"
 	"github.com/adksession/adksession/service"
 )
 
@@ -62,7 +63,7 @@ func flushOnce(ctx context.Context, svc *service.Service, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	bar := newProgress(stderr, "flushed", b.Entries)
+	bar := progress.New(stderr, "flushed", b.Entries)
 	stop := make(chan struct{})
 	polled := make(chan struct{})
 	go func() {
@@ -75,7 +76,7 @@ func flushOnce(ctx context.Context, svc *service.Service, stderr io.Writer) erro
 				return
 			case <-t.C:
 				if now, err := svc.Backlog(ctx); err == nil {
-					bar.set(max(0, b.Entries-now.Entries))
+					bar.Set(max(0, b.Entries-now.Entries))
 				}
 			}
 		}
@@ -84,8 +85,8 @@ func flushOnce(ctx context.Context, svc *service.Service, stderr io.Writer) erro
 	close(stop)
 	<-polled
 	if err == nil {
-		bar.set(b.Entries)
+		bar.Set(b.Entries)
 	}
-	bar.done()
+	bar.Done()
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/adksession/adksession/cmd/adksession/internal/progress"
 	"github.com/adksession/adksession/service"
 )
 
@@ -45,7 +46,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer svc.Close(context.Background())
 	req := service.PruneRequest{IdleFor: *idleFor, AppName: *app, DryRun: *dryRun, BatchSize: *batch, TombstoneMargin: *margin}
-	var bar *progress
+	var bar *progress.Bar
 	if !*quiet {
 		label := "pruned"
 		if *dryRun {
@@ -53,14 +54,14 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		req.Progress = func(p service.PruneProgress) {
 			if bar == nil {
-				bar = newProgress(stderr, label, p.Total)
+				bar = progress.New(stderr, label, p.Total)
 			}
-			bar.set(p.Examined)
+			bar.Set(p.Examined)
 		}
 	}
 	sum, err := svc.Prune(ctx, req)
 	if bar != nil {
-		bar.done()
+		bar.Done()
 	}
 	if sum != nil {
 		if *asJSON {

@@ -155,7 +155,7 @@ FROM events ORDER BY app_name, user_id, session_id, "timestamp"`, func(rows *sql
 		// A user that never had a session may have an empty row: reading its
 		// state or listing it puts an empty user hash into Redis, which the
 		// flush of a delete of one of its (never created) sessions writes.
-		// SPEC 5 says when rows must exist, not that no other may.
+		// The contract says when rows must exist, not that no other may.
 		if _, ok := d.m.Users[k]; !ok && len(st) == 0 {
 			delete(users, k)
 		}

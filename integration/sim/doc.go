@@ -1,7 +1,7 @@
-// Package sim is adksession's model-based, fault-injecting test and its soak (issue 13). It has no code of
+// Package sim is adksession's model-based, fault-injecting test and its soak. It has no code of
 // its own outside its tests:
 //
-//   - model_test.go is a reference model of the contract (SPEC sections 2-5 and 7): sessions, events, the four
+//   - model_test.go is a reference model of the contract (the README's consistency model and docs/design.md): sessions, events, the four
 //     scopes, temp state per invocation, windows, stale and concurrent handles, delete and re-create, rewind,
 //     event-id idempotency, lists, and the rows the database must hold.
 //   - gen_test.go generates operations as a pure function of a seed; driver_test.go runs them from several

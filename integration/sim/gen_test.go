@@ -156,7 +156,7 @@ type shape struct {
 	Behind                                        bool // Redis behind the database: snapshot/regress faults, the ADK writer
 }
 
-// Identities: odd characters in every kind of id (SPEC 7: they never collide).
+// Identities: odd characters in every kind of id (the contract: ids never collide, whatever their characters).
 func appName(i int) string {
 	if i%2 == 1 {
 		return fmt.Sprintf("app:%d{x}", i)

@@ -1,6 +1,6 @@
 package sim
 
-// The reference model: what the contract (SPEC sections 2-5 and 7) says every
+// The reference model: what the contract (the README's consistency model and docs/design.md) says every
 // acknowledged operation leaves behind. It does no I/O; the driver feeds it the
 // operations the system acknowledged and asks it what the system must answer.
 
@@ -19,7 +19,7 @@ import (
 	"github.com/adksession/adksession/service"
 )
 
-// Scope prefixes, checked in this order (SPEC 3: "app:user:x" is the app key "user:x").
+// Scope prefixes, checked in this order ("app:user:x" is the app key "user:x").
 const (
 	appPrefix  = "app:"
 	userPrefix = "user:"
@@ -118,7 +118,7 @@ func (s *mSession) updateTime() int64 {
 }
 
 // storedTs is where an event asking for ts is stored: not after the previous
-// event, it moves to the previous one + 1 µs (SPEC 5).
+// event, it moves to the previous one + 1 µs.
 func (s *mSession) storedTs(ts int64) int64 {
 	if len(s.Events) > 0 && ts <= s.lastTs() {
 		return s.lastTs() + 1
@@ -541,8 +541,8 @@ func (m *Model) tempOf(k sessKey) mTemp {
 // state back: the invocation it names runs again for Redis (its end, and the
 // first event of a later invocation, were lost with the events after the
 // snapshot), with the keys it held then, none of them sure (as after an
-// eviction: they may have expired or been evicted since). SPEC 3 gives temp
-// keys to one invocation; which invocation is current is what the session's
+// eviction: they may have expired or been evicted since). Temp keys belong
+// to one invocation; which invocation is current is what the session's
 // events say, and after the regress they are the snapshot's.
 func (m *Model) tempRegressed(k sessKey, t mTemp) {
 	m.mu.Lock()

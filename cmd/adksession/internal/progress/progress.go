@@ -1,4 +1,6 @@
-package main
+// Package progress draws the progress bars of adksession's commands (flush,
+// prune, bench) on a terminal line.
+package progress
 
 import (
 	"fmt"
@@ -9,9 +11,9 @@ import (
 	"time"
 )
 
-// progress draws a progress bar on a terminal line, at most 5 times a
-// second until the total is reached, and once more when done.
-type progress struct {
+// Bar draws a progress bar on a terminal line, at most 5 times a second
+// until the total is reached, and once more when done.
+type Bar struct {
 	w      io.Writer
 	label  string
 	total  int64
@@ -21,8 +23,9 @@ type progress struct {
 	closed sync.WaitGroup
 }
 
-func newProgress(w io.Writer, label string, total int64) *progress {
-	p := &progress{w: w, label: label, total: total, start: time.Now(), stop: make(chan struct{})}
+// New starts a bar labelled label that counts up to total on w.
+func New(w io.Writer, label string, total int64) *Bar {
+	p := &Bar{w: w, label: label, total: total, start: time.Now(), stop: make(chan struct{})}
 	p.closed.Add(1)
 	go func() {
 		defer p.closed.Done()
@@ -44,16 +47,16 @@ func newProgress(w io.Writer, label string, total int64) *progress {
 	return p
 }
 
-// set records how much is done; safe for concurrent use.
-func (p *progress) set(n int64) { p.n.Store(n) }
+// Set records how much is done; safe for concurrent use.
+func (p *Bar) Set(n int64) { p.n.Store(n) }
 
-// done draws the last state and ends the line.
-func (p *progress) done() {
+// Done draws the last state and ends the line.
+func (p *Bar) Done() {
 	close(p.stop)
 	p.closed.Wait()
 }
 
-func (p *progress) draw() {
+func (p *Bar) draw() {
 	const width = 30
 	n := p.n.Load()
 	frac := 1.0

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
-	"github.com/adksession/adksession/lua"
 )
 
 // ceilingNamespace keeps the references' keys apart from every deployment's.
@@ -18,18 +17,19 @@ const ceilingNamespace = "adksession-bench-ceiling:"
 
 // references are the scripts a run's appends are compared with, measured
 // by redis-benchmark (EVALSHA, unpipelined) at the run's concurrency and
-// number of appends: the minimal atomic append (lua/reference_append.lua)
+// number of appends: the minimal atomic append (scriptbench.Reference)
 // and lua/append.lua itself.
 type references struct {
 	minimal, script scriptbench.Result
 }
 
 // measureReferences measures the references on the standalone Redis at
-// redisURL. The append.lua run is lua.AppendCeiling (the same Redis work as
-// one append, each call appending to one session) with the arguments the
-// service sends for loadgen's events; durable adds the change-log work
-// append.lua does with a database.
-func measureReferences(ctx context.Context, redisURL string, cfg loadgen.Config, durable bool) (references, error) {
+// redisURL. The append.lua run is scriptbench.AppendCeiling (the same Redis
+// work as one append, each call appending to one session) with the
+// arguments the service sends for loadgen's events (tempTTL: the service's
+// Config.TempTTL); durable adds the change-log work append.lua does with a
+// database.
+func measureReferences(ctx context.Context, redisURL string, tempTTL time.Duration, cfg loadgen.Config, durable bool) (references, error) {
 	var refs references
 	bin, err := exec.LookPath("redis-benchmark")
 	if err != nil {
@@ -46,7 +46,8 @@ func measureReferences(ctx context.Context, redisURL string, cfg loadgen.Config,
 		return refs, err
 	}
 	const app, user, sid = "bench", "u", "ceiling"
-	store := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: durable})
+	opts := cache.Options{Keys: keys, Durable: durable, TempTTL: tempTTL}
+	store := cache.NewStore(rdb, opts)
 	if err := store.Create(ctx, cache.CreateArgs{App: app, User: user, SID: sid, CreateTime: time.Now().UnixMicro()}); err != nil && !errors.Is(err, cache.ErrExists) {
 		return refs, fmt.Errorf("reference session: %w", err)
 	}
@@ -70,11 +71,15 @@ func measureReferences(ctx context.Context, redisURL string, cfg loadgen.Config,
 	// append.lua's KEYS and ARGV as the service sends them: the state delta
 	// of loadgen's events (a session, a user: and a temp: key), no app or
 	// artifact changes.
-	script := scriptbench.Call{Src: lua.AppendCeiling(), Counted: k.Events, Args: store.AppendCommand(cache.AppendArgs{
+	args, err := scriptbench.AppendCommand(opts, cache.AppendArgs{
 		App: app, User: user, SID: sid, Incarnation: inc, Ts: time.Now().UnixMicro(), InvocationID: "bench-inv",
 		EventID: "bench-event", EventPre: pre, EventPost: post,
 		Delta: cache.StateDelta{Session: []cache.Pair{{Key: "counter", Value: "1"}},
-			User: []cache.Pair{{Key: "last", Value: "1"}}, Temp: []cache.Pair{{Key: "temp:step", Value: "1"}}}})}
+			User: []cache.Pair{{Key: "last", Value: "1"}}, Temp: []cache.Pair{{Key: "temp:step", Value: "1"}}}})
+	if err != nil {
+		return refs, err
+	}
+	script := scriptbench.Call{Src: scriptbench.AppendCeiling(), Counted: k.Events, Args: args}
 	if refs.script, err = scriptbench.Run(ctx, bin, redisURL, cfg.Concurrency, n, script); err != nil {
 		return refs, fmt.Errorf("append.lua: %w", err)
 	}
