@@ -104,6 +104,13 @@ func TestOpsDashboardInChromium(t *testing.T) {
 	do(chromedp.Click(`#dead-letters tr[data-session="b1"] button.drop`))
 	poll(`document.querySelector('#dead-letters tr[data-session="b1"] button.drop').textContent === "Confirm drop"`)
 	require.Equal(t, int64(1), s.deadCount(t, shardB), "dropped on the first click")
+	// A refresh of the list between the two clicks (the page refreshes it
+	// while dead letters are shown) keeps the row asking for the second one.
+	poll(`(() => { window.armedDrop = document.querySelector('#dead-letters tr[data-session="b1"] button.drop');
+		refreshDeadLetters(); return true; })()`)
+	poll(`(() => { const b = document.querySelector('#dead-letters tr[data-session="b1"] button.drop');
+		return b !== null && b !== window.armedDrop; })()`) // the row drawn again
+	poll(`document.querySelector('#dead-letters tr[data-session="b1"] button.drop').textContent === "Confirm drop"`)
 	do(chromedp.Click(`#dead-letters tr[data-session="b1"] button.drop`))
 	poll(`document.getElementById("dead-panel").hidden`)
 	require.Zero(t, s.deadCount(t, shardB))

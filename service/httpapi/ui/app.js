@@ -144,6 +144,10 @@ async function refreshHistory() {
 
 // ---- Dead letters, with retry and drop.
 
+// The dead letters whose Drop was clicked once: a refresh of the list keeps
+// them asking for the second click.
+const dropArmed = new Set();
+
 async function refreshDeadLetters() {
   let r;
   try { r = await api("/api/deadletters?limit=20"); } catch (e) { setStatus(e.message, true); return; }
@@ -161,9 +165,12 @@ async function refreshDeadLetters() {
       const act = el("td");
       const retry = el("button", "retry", "Retry"), drop = el("button", "drop", "Drop");
       retry.type = drop.type = "button";
-      retry.addEventListener("click", () => deadLetterAction("retry", d));
+      const arm = () => { drop.classList.add("confirm"); drop.textContent = "Confirm drop"; };
+      if (dropArmed.has(d.id)) arm();
+      retry.addEventListener("click", () => { dropArmed.delete(d.id); deadLetterAction("retry", d); });
       drop.addEventListener("click", () => {
-        if (!drop.classList.contains("confirm")) { drop.classList.add("confirm"); drop.textContent = "Confirm drop"; return; }
+        if (!dropArmed.has(d.id)) { dropArmed.add(d.id); arm(); return; }
+        dropArmed.delete(d.id);
         deadLetterAction("drop", d);
       });
       act.append(retry, drop);
