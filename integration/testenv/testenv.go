@@ -556,9 +556,13 @@ func (s *RedisServer) start() error {
 			return fmt.Errorf("redis-server on %s exited during startup:\n%s", s.Addr, tailFile(s.LogFile, 20))
 		default:
 		}
+		// This very process, done loading its AOF or RDB (a server still
+		// loading answers INFO but refuses data commands with LOADING).
 		if info, err := RespDo(s.Addr, "INFO", "server"); err == nil &&
 			strings.Contains(info, fmt.Sprintf("process_id:%d\r", cmd.Process.Pid)) {
-			return nil
+			if p, err := RespDo(s.Addr, "INFO", "persistence"); err == nil && strings.Contains(p, "loading:0\r") {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
