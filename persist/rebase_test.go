@@ -68,6 +68,56 @@ func TestApplyRebasesNumberedOver(t *testing.T) {
 	})
 }
 
+// TestApplyRebasesMarkedCopy: the batch of a copy the flusher rebased and
+// kept (SessionUpsert.Rebase: m:rb) numbers its new event 9, above the
+// row's rev 8, at a time before the database's newest: the copy counted an
+// event it stored again where the database counts its own (simulation seed
+// 643912492160). It is rebased all the same: the event after e8, the
+// session's state the database's with its delta, the rev counting 9
+// events; replaying the batch changes nothing.
+func TestApplyRebasesMarkedCopy(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := migrated(t, b)
+		k := skey("s1")
+		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 8)}})
+
+		marked := upsert(k, inc1, 9, 9)
+		marked.Flushed, marked.Rebase = 8, true
+		marked.State = map[string]json.RawMessage{"k": json.RawMessage(`"n9"`)}
+		at := eventTime(inc1, 6).Add(time.Microsecond)
+		marked.UpdateTime = at
+		marked.Events[0].ID, marked.Events[0].Timestamp = "new-9", at
+		marked.Events[0].Data = []byte(`{"author":"model","actions":{"state_delta":{"k":"n9"},"artifact_delta":{}}}`)
+		user := StateUpsert{AppName: "app", UserID: "u1", Rev: 2, State: map[string]json.RawMessage{}, UpdateTime: at}
+		batch := &Batch{Sessions: []SessionUpsert{marked}, UserStates: []StateUpsert{user}}
+		apply(t, s, batch)
+		same(t, "rebased", batch.Outcome.Rebased, []SessionKey{k})
+
+		ids, times := storedEvents(t, s, k)
+		same(t, "events", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3), eventID(inc1, 4),
+			eventID(inc1, 5), eventID(inc1, 6), eventID(inc1, 7), eventID(inc1, 8), "new-9"})
+		same(t, "moved after the database's newest", times[8], eventTime(inc1, 8).Add(time.Microsecond))
+		ls, err := s.LoadSession(ctx, k, Window{})
+		must(t, err)
+		same(t, "rev", ls.Rev, int64(9))
+		same(t, "session state: the database's, then the new delta", jsonValue(t, ls.State),
+			map[string]any{"count": float64(8), "gone": nil, "k": "n9"})
+		same(t, "update time", ls.UpdateTime, times[8])
+
+		// A replay keeps the session's rows. (It is rebased again: its
+		// event, held later than its copy's time, at the row's rev, cannot
+		// be told from one stored again earlier (numberedOver), and the
+		// user's row is written again with the same state, a rev higher.)
+		d := dump(t, s)
+		apply(t, s, &Batch{Sessions: []SessionUpsert{marked}, UserStates: []StateUpsert{user}})
+		again := dump(t, s)
+		for _, table := range []string{"events", "sessions", "adksession_sessions"} {
+			same(t, "replaying the batch: "+table, again[table], d[table])
+		}
+	})
+}
+
 // TestApplyStoredAgain: Redis came back with an older copy that lacks the
 // database's last event e3, and e3's id was sent again through a handle read
 // from that copy: the copy stored it again, at the database's seq 3 but at
