@@ -45,8 +45,8 @@ type KeySpec struct {
 // Layout is every kind of key, as documented in docs/redis-keys.md.
 var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:s:<app>:<user>:<sid>", "hash", "none while unflushed (or while m:hold > 0); CacheTTL once flushed and idle; deleted once flushed when the flusher rebased it onto the database",
-		"create.lua, append.lua, fork.lua (the new session), delete.lua (tombstone), end_invocation.lua, flusher (m:fl, m:hold); dead_letter.lua (m:hold); prune_fence.lua (a prune's fence: a tombstone with a TTL of 2 min, m:prune, m:us), prune_unfence.lua",
-		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del m:cid m:sz, s:<key> = session state (JSON); flusher: m:hold = dead letters whose events only Redis holds"},
+		"create.lua, append.lua, fork.lua (the new session), delete.lua (tombstone), end_invocation.lua, flusher (m:fl, m:hold, m:rb); dead_letter.lua (m:hold); prune_fence.lua (a prune's fence: a tombstone with a TTL of 2 min, m:prune, m:us), prune_unfence.lua",
+		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del m:cid m:sz, s:<key> = session state (JSON); flusher: m:hold = dead letters whose events only Redis holds, m:rb = 1: rebased onto the database and kept (unflushed writes), rebased at every flush until it goes"},
 	{"<ns>adk:{<shard>}:e:<app>:<user>:<sid>", "zset", "as the session hash",
 		"append.lua, fork.lua (copies of the forked session's events); flusher trims to MaxCachedEvents", "get.lua: score = timestamp µs, member = \"<seq>:<event JSON, API form>\""},
 	{"<ns>adk:{<shard>}:t:<app>:<user>:<sid>", "hash", "TempTTL (default 1h)",

@@ -27,6 +27,7 @@ type Snapshot struct {
 	Rev            int64 // last seq
 	First          int64 // seq of the oldest cached event (older ones are in the database only)
 	Flushed        int64 // last seq in the database
+	Rebase         bool  // m:rb: a flush rebased the copy and kept it (unflushed writes): its next batches are rebased too
 	TempInvocation string
 	State          map[string]string // session keys -> JSON
 	User           map[string]string // user keys without "user:" -> JSON
@@ -150,6 +151,8 @@ func (s *Snapshot) parse(sess, user, events, temp any) error {
 			s.Flushed, err = strconv.ParseInt(v, 10, 64)
 		case "m:tinv":
 			s.TempInvocation = v
+		case "m:rb":
+			s.Rebase = v == "1"
 		}
 		if err != nil {
 			return fmt.Errorf("session field %s: %w", f, err)

@@ -251,12 +251,26 @@ func (m *manualFlusher) drain() {
 	}
 }
 
-// flushAllDuringPass runs a pass whose batch waits on a lock of k's
-// sessions row (every write of the batch, its events rows taking a KEY
-// SHARE lock on it, waits; plain reads do not), wipes Redis (FLUSHALL)
-// meanwhile and reads k cold, then lets the batch commit. It returns the
+// flushAllDuringPass wipes Redis (FLUSHALL) while a pass's batch waits
+// (duringPass) and reads k cold, then lets the batch commit. It returns the
 // cold read's session.
 func (m *manualFlusher) flushAllDuringPass(k sessKey) *service.Session {
+	var cold *service.GetResponse
+	m.duringPass(k, func() {
+		ctx := wbCtx(m.t)
+		require.NoError(m.t, m.e.rdb.FlushAll(ctx).Err())
+		var err error
+		cold, err = m.e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+		require.NoError(m.t, err)
+	})
+	return cold.Session
+}
+
+// duringPass runs a pass whose batch waits on a lock of k's sessions row
+// (every write of the batch, its events rows taking a KEY SHARE lock on it,
+// waits; plain reads do not), runs meanwhile, after the batch was read from
+// Redis, then lets the batch commit and waits for the pass.
+func (m *manualFlusher) duringPass(k sessKey, meanwhile func()) {
 	t, e, ctx := m.t, m.e, wbCtx(m.t)
 	t.Helper()
 	lock, err := e.db.BeginTx(ctx, nil)
@@ -266,12 +280,9 @@ func (m *manualFlusher) flushAllDuringPass(k sessKey) *service.Session {
 	require.NoError(t, err)
 	passed := m.pass()
 	waitLockWaiter(t, e)
-	require.NoError(t, e.rdb.FlushAll(ctx).Err())
-	cold, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
-	require.NoError(t, err)
+	meanwhile()
 	require.NoError(t, lock.Commit())
 	require.NoError(t, <-passed)
-	return cold.Session
 }
 
 // pass starts one pass; its error comes on the channel when it returns.
@@ -742,6 +753,47 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's events")
 		})
 	}
+}
+
+// TestRebasedCopyKeptRebasing: ADK appends e2 to a session Redis holds;
+// e2's id is sent again through a handle read from Redis's copy, which lacks
+// ADK's row and stores it again (seq 2), then e3. The flush rebases the
+// batch (the database's e2 kept, e3 after it), and e4, appended while the
+// batch is in flight, keeps the copy. The copy counted its e2 where the
+// database counts ADK's, so its numbering is the database's again: e4's seq
+// 4 is above the row's rev 3, and its batch was taken for one of a copy in
+// step with the database. e4 went in at the copy's time, before ADK's e2,
+// and the row took the copy's state (ADK's keys lost) and e4's time
+// (simulation seed 643912492160). A copy the flusher rebased and kept is
+// rebased at every flush until it goes (m:rb).
+func TestRebasedCopyKeptRebasing(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	f := newManualFlusher(t, e)
+	k := sessKey{"app", "u", "s"}
+	sk := e.sessionKeys(k.app, k.user, k.sid)
+	sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+	behindEvent(t, e.svc, sess, "e1", 1)
+	f.drain()
+	adkAppend(t, e, k, "e2", 2, sess.LastUpdateTime().Add(time.Second))
+	behindEvent(t, e.svc, sess, "e2", 2)
+	behindEvent(t, e.svc, sess, "e3", 3)
+	require.Equal(t, "3", e.hash(sk.Session)["m:rev"], "the copy stored e2 again, as seq 2")
+
+	f.duringPass(k, func() { behindEvent(t, e.svc, sess, "e4", 4) })
+	var ids []string
+	for _, ev := range readDB(t, e.db).Events[k] {
+		ids = append(ids, ev.ID)
+	}
+	require.Equal(t, eventIDsUpTo(3, 1), ids, "the batch was rebased: ADK's e2 kept, e3 after it")
+	kept := e.hash(sk.Session)
+	require.Equal(t, "4", kept["m:rev"], "the copy, holding e4 unflushed, is kept")
+	require.Equal(t, "1", kept["m:rb"], "and marked to be rebased at its next flush")
+
+	f.drain()
+	e.requireBehindRows(k, 4)
+	require.Equal(t, time.Duration(-2), e.pttl(sk.Session), "the copy is let go of once flushed")
+	e.requireBehindGet(k, 4)
 }
 
 // TestUserBehindUncarriedDeltas: Redis comes back holding an older copy of

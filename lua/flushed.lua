@@ -29,8 +29,8 @@
 -- ARGV[9] -> rebased parts: "" none, else "s" (the session) and/or "u" (its user) were out of step with the
 --            database and written rebased onto it (docs/design.md, "Redis behind the database"): their keys
 --            are deleted instead of given a TTL once they hold nothing unflushed (the next read puts back
---            what the database holds), a rebased session's events are not trimmed, and a rebased user hash
---            that still holds unflushed writes is marked m:rb = 1, so the flusher keeps rebasing it
+--            what the database holds), a rebased session's events are not trimmed, and a rebased session or
+--            user hash that still holds unflushed writes is marked m:rb = 1, so the flusher keeps rebasing it
 -- ARGV[10] -> the change in the session's held dead letters (m:hold, an integer, may be negative): its entries
 --            dead-lettered with its row refused and its events not written (+), and such entries retried and
 --            written now (-). While m:hold > 0 the database lacks some of the session's events, which Redis
@@ -178,6 +178,11 @@ if srebased then
     redis.call('DEL', sess, events, ids, undo)
     redis.call('HINCRBY', guards, sfield, 1)
     index_at(ut, ARGV[14]) -- listed from the database from now on, at its time
+  else
+    -- Kept, holding unflushed writes: its next batches are rebased too, whatever their seqs (a copy that
+    -- stored again events the database holds counts them where the database counts its own, and its
+    -- next seqs can be above the rebased row's rev: simulation seed 643912492160).
+    redis.call('HSET', sess, 'm:rb', 1)
   end
   return 0
 end

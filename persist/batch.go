@@ -69,6 +69,10 @@ type SessionUpsert struct {
 	// is late, one above it and at or below the row's rev was numbered over
 	// the database's (docs/design.md, "Redis behind the database").
 	Flushed int64
+	// Rebase: Redis's copy of the session is known to be out of step with
+	// the database (the flusher rebased it and kept it, holding unflushed
+	// writes: m:rb): the batch is rebased whatever its seqs.
+	Rebase bool
 }
 
 // SessionDelete deletes every incarnation of a session up to Incarnation.

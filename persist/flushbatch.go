@@ -340,7 +340,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	}
 	up := SessionUpsert{
 		Key: g.key, Incarnation: ref.Incarnation,
-		State: rawState(r.Snap.State), Flushed: r.Snap.Flushed,
+		State: rawState(r.Snap.State), Flushed: r.Snap.Flushed, Rebase: r.Snap.Rebase,
 		CreateTime: time.UnixMicro(r.Snap.CreateTime).UTC(), UpdateTime: time.UnixMicro(r.Snap.UpdateTime).UTC(),
 	}
 	if r.CreateState != "" {

@@ -103,7 +103,7 @@ func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map
 		}
 		over, late := numberedOver(u, t, db)
 		switch {
-		case facts[u.Key].foreign || over:
+		case facts[u.Key].foreign || over || u.Rebase:
 			if out == nil {
 				out = cloneBatch(b)
 			}
@@ -140,9 +140,10 @@ func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map
 
 // mayBeBehind: the bookkeeping row t allows that Redis numbered u's events
 // over the database's: one of them is at or below the row's rev, or
-// someone else wrote the row.
+// someone else wrote the row, or Redis's copy is one a flush rebased
+// (u.Rebase).
 func mayBeBehind(u *SessionUpsert, t tracked, f rowFacts) bool {
-	if f.foreign {
+	if f.foreign || u.Rebase {
 		return true
 	}
 	for _, e := range u.Events {

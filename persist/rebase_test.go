@@ -23,6 +23,25 @@ func storedEvents(t *testing.T, s *Store, k SessionKey) ([]string, []time.Time) 
 	return ids, times
 }
 
+// requireAfterE8 checks that the database holds e1..e8 of k, then the new
+// event id moved after e8, at rev 9, with the database's session state
+// (upsert's of 8) and the new event's k = v, updated at the new event's
+// time; it returns the session as loaded.
+func requireAfterE8(t *testing.T, s *Store, k SessionKey, id, v string) *LoadedSession {
+	t.Helper()
+	ids, times := storedEvents(t, s, k)
+	same(t, "events", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3), eventID(inc1, 4), eventID(inc1, 5),
+		eventID(inc1, 6), eventID(inc1, 7), eventID(inc1, 8), id})
+	same(t, "moved after the database's newest", times[8], eventTime(inc1, 8).Add(time.Microsecond))
+	ls, err := s.LoadSession(context.Background(), k, Window{})
+	must(t, err)
+	same(t, "rev", ls.Rev, int64(9))
+	same(t, "session state: the database's, then the new delta", jsonValue(t, ls.State),
+		map[string]any{"count": float64(8), "gone": nil, "k": v})
+	same(t, "update time", ls.UpdateTime, times[8])
+	return ls
+}
+
 // TestApplyRebasesNumberedOver: Redis came back behind the database (it
 // holds e1..e6 and numbers a new event 7; the database holds e1..e8). The
 // new event goes after e8 (its time moved past e8's), the session's state
@@ -30,7 +49,6 @@ func storedEvents(t *testing.T, s *Store, k SessionKey) ([]string, []time.Time) 
 // 9 events; replaying the batch changes nothing.
 func TestApplyRebasesNumberedOver(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := context.Background()
 		s := migrated(t, b)
 		k := skey("s1")
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 8)},
@@ -48,23 +66,53 @@ func TestApplyRebasesNumberedOver(t *testing.T) {
 		same(t, "outcome", batch.Outcome, Outcome{Rebased: []SessionKey{k}, RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}},
 			Updated: map[SessionKey]time.Time{k: eventTime(inc1, 8).Add(time.Microsecond)}})
 
-		ids, times := storedEvents(t, s, k)
-		want := []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3), eventID(inc1, 4), eventID(inc1, 5),
-			eventID(inc1, 6), eventID(inc1, 7), eventID(inc1, 8), "new-7"}
-		same(t, "events", ids, want)
-		same(t, "moved after the database's newest", times[8], eventTime(inc1, 8).Add(time.Microsecond))
-		ls, err := s.LoadSession(ctx, k, Window{})
-		must(t, err)
-		same(t, "rev", ls.Rev, int64(9))
-		same(t, "session state: the database's, then the new delta", jsonValue(t, ls.State),
-			map[string]any{"count": float64(8), "gone": nil, "k": "n7"})
+		ls := requireAfterE8(t, s, k, "new-7", "n7")
 		same(t, "user state: the database's, then the new delta", jsonValue(t, ls.UserState),
 			map[string]any{"u": "n7", "keep": float64(1)})
-		same(t, "update time", ls.UpdateTime, times[8])
 
 		d := dump(t, s)
 		apply(t, s, &Batch{Sessions: []SessionUpsert{behind}, UserStates: []StateUpsert{behindUser}})
 		same(t, "replaying the batch", dump(t, s), d)
+	})
+}
+
+// TestApplyRebasesMarkedCopy: the batch of a copy the flusher rebased and
+// kept (SessionUpsert.Rebase: m:rb) numbers its new event 9, above the
+// row's rev 8, at a time before the database's newest: the copy counted an
+// event it stored again where the database counts its own (simulation seed
+// 643912492160). It is rebased all the same: the event after e8, the
+// session's state the database's with its delta, the rev counting 9
+// events; replaying the batch changes nothing.
+func TestApplyRebasesMarkedCopy(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		k := skey("s1")
+		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 8)}})
+
+		marked := upsert(k, inc1, 9, 9)
+		marked.Flushed, marked.Rebase = 8, true
+		marked.State = map[string]json.RawMessage{"k": json.RawMessage(`"n9"`)}
+		at := eventTime(inc1, 6).Add(time.Microsecond)
+		marked.UpdateTime = at
+		marked.Events[0].ID, marked.Events[0].Timestamp = "new-9", at
+		marked.Events[0].Data = []byte(`{"author":"model","actions":{"state_delta":{"k":"n9"},"artifact_delta":{}}}`)
+		user := StateUpsert{AppName: "app", UserID: "u1", Rev: 2, State: map[string]json.RawMessage{}, UpdateTime: at}
+		batch := &Batch{Sessions: []SessionUpsert{marked}, UserStates: []StateUpsert{user}}
+		apply(t, s, batch)
+		same(t, "rebased", batch.Outcome.Rebased, []SessionKey{k})
+
+		requireAfterE8(t, s, k, "new-9", "n9")
+
+		// A replay keeps the session's rows. (It is rebased again: its
+		// event, held later than its copy's time, at the row's rev, cannot
+		// be told from one stored again earlier (numberedOver), and the
+		// user's row is written again with the same state, a rev higher.)
+		d := dump(t, s)
+		apply(t, s, &Batch{Sessions: []SessionUpsert{marked}, UserStates: []StateUpsert{user}})
+		again := dump(t, s)
+		for _, table := range []string{"events", "sessions", "adksession_sessions"} {
+			same(t, "replaying the batch: "+table, again[table], d[table])
+		}
 	})
 }
 
