@@ -140,9 +140,10 @@ func (p *dropProxy) handle(client net.Conn) {
 			return // the reply reached us, not the client
 		}
 		if n > 0 {
-			if _, err := client.Write(buf[:n]); err != nil {
-				return
-			}
+			// The outage starts before the reply goes on: a client that
+			// sends its next command as soon as it has the reply must find
+			// Redis gone (set after the write, the next command could slip
+			// through on a loaded machine).
 			drop.Lock()
 			if outage > 0 {
 				p.mu.Lock()
@@ -151,6 +152,9 @@ func (p *dropProxy) handle(client net.Conn) {
 				outage = 0
 			}
 			drop.Unlock()
+			if _, err := client.Write(buf[:n]); err != nil {
+				return
+			}
 		}
 		if err != nil {
 			return
