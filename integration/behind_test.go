@@ -485,7 +485,7 @@ func TestUserBehindDatabase(t *testing.T) {
 func (e *wbEnv) requireUserState(app, user string, want map[string]any) {
 	e.t.Helper()
 	require.Equal(e.t, want, readDB(e.t, e.db).Users[[2]string{app, user}], "user_states of %s/%s", app, user)
-	got, err := e.svc.GetUserState(wbCtx(e.t), app, user)
+	got, err := e.svc.GetUserState(wbCtx(e.t), &service.UserStateRequest{AppName: app, UserID: user})
 	require.NoError(e.t, err)
 	require.Equal(e.t, want, got, "GetUserState of %s/%s", app, user)
 }
@@ -1017,7 +1017,7 @@ func TestRebasedUserMarksLost(t *testing.T) {
 	passed := m.pass()
 	waitLockWaiter(t, e)
 	require.NoError(t, e.rdb.FlushAll(ctx).Err())
-	_, err := e.svc.GetUserState(ctx, k.app, k.user)
+	_, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: k.app, UserID: k.user})
 	require.NoError(t, err)
 	require.NoError(t, lock.Commit())
 	require.NoError(t, <-passed)

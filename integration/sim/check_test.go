@@ -419,7 +419,7 @@ func (d *driver) checkLists(ctx context.Context, rng *rand.Rand) []string {
 			if user == "" {
 				continue
 			}
-			got, err := d.e.svcs[rng.IntN(len(d.e.svcs))].GetUserState(ctx, app, user)
+			got, err := d.e.svcs[rng.IntN(len(d.e.svcs))].GetUserState(ctx, &service.UserStateRequest{AppName: app, UserID: user})
 			if err != nil {
 				return append(diffs, fmt.Sprintf("user state %q %q: %v", app, user, err))
 			}

@@ -926,7 +926,7 @@ func (c *client) userState(o *op) {
 	app, user := appName(o.App), userName(o.User)
 	ctx, cancel := opCtx()
 	defer cancel()
-	got, err := d.e.svcs[o.Svc].GetUserState(ctx, app, user)
+	got, err := d.e.svcs[o.Svc].GetUserState(ctx, &service.UserStateRequest{AppName: app, UserID: user})
 	if c.faultErr(o, err) {
 		return
 	}
