@@ -80,7 +80,7 @@ type FlusherStats struct {
 // its unacknowledged entries are simply read again.
 type Flusher struct {
 	db    *Store
-	cache *cache.Store
+	cache flushCache
 	opts  FlusherOptions
 	owner string
 
