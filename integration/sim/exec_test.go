@@ -199,7 +199,7 @@ func (c *client) sendAppend(o *op, sl *slot, h *handle, ev *service.Event, want 
 		err = d.e.svcs[o.Svc].AppendEvent(ctx, h.s, ev)
 	}
 	if c.faultErr(o, err) {
-		c.pending = append(c.pending, &pending{op: o, key: k, kind: o.Kind, h: h, ev: sent, want: want, since: before})
+		c.addPending(&pending{op: o, key: k, kind: o.Kind, h: h, ev: sent, want: want, since: before})
 		return
 	}
 	p, ok := c.answered(o, c.alternatives(k, h, sent, want, had, d.e.concurrent(o.Svc)), err, sent.ID, ev)
@@ -498,7 +498,9 @@ func (c *client) settleAppend(p *pending) bool {
 			c.failf(o, "settle: stored although the model says %s", outcomeNames[p.want])
 			return true
 		}
+		raced := c.d.m.racedSince(p.key, p.ev.Actions.StateDelta, p.writes)
 		c.adoptAppend(o, sl, p.h, p.ev, x.ID, x.Timestamp.UnixMicro(), p.since, false)
+		c.d.m.mayReadAs(raced)
 		again := p.ev.Clone()
 		again.ID = x.ID
 		s := c.d.m.session(p.key)
@@ -543,7 +545,7 @@ func (c *client) rewind(o *op) {
 	ev, err := d.e.svcs[o.Svc].Rewind(ctx, &service.RewindRequest{AppName: k.App, UserID: k.User, SessionID: k.SID, BeforeInvocationID: inv})
 	switch {
 	case c.faultErr(o, err):
-		c.pending = append(c.pending, &pending{op: o, key: k, kind: opRewind, inv: inv, since: before})
+		c.addPending(&pending{op: o, key: k, kind: opRewind, inv: inv, since: before})
 	case s == nil || inv == "inv-unknown":
 		if !errors.Is(err, service.ErrNotFound) {
 			c.failf(o, "rewind before %q: %v, want ErrNotFound", inv, err)
@@ -632,7 +634,7 @@ func (c *client) endInvocation(o *op) {
 	err := d.e.svcs[o.Svc].EndInvocation(ctx, h.s, inv)
 	switch {
 	case c.faultErr(o, err):
-		c.pending = append(c.pending, &pending{op: o, key: k, kind: opEndInv, h: h, inv: inv})
+		c.addPending(&pending{op: o, key: k, kind: opEndInv, h: h, inv: inv})
 	case err != nil:
 		c.failf(o, "end invocation %q: %v", inv, err)
 	default:
@@ -699,10 +701,10 @@ func (c *client) sendShared(o *op, sl *slot, h *handle, ev *service.Event) {
 		cancel()
 		switch {
 		case c.faultErr(o, err):
-			c.pending = append(c.pending, &pending{op: o, key: k, kind: opShared, h: h, ev: sent, want: want, since: before})
+			c.addPending(&pending{op: o, key: k, kind: opShared, h: h, ev: sent, want: want, since: before})
 		case errors.Is(err, service.ErrStaleSession) && !d.e.concurrent(o.Svc) && attempt < 50:
 			if h = c.fetchShared(o, sl); h == nil {
-				c.pending = append(c.pending, &pending{op: o, key: k, kind: opShared, ev: sent, want: want, since: before})
+				c.addPending(&pending{op: o, key: k, kind: opShared, ev: sent, want: want, since: before})
 				return
 			}
 			ev = sent
@@ -735,7 +737,9 @@ func (c *client) settleShared(p *pending) bool {
 		c.failf(o, "settle: %d events stored by one append", len(found))
 	case len(found) == 1 && p.want == outAppend:
 		x := found[0]
+		raced := c.d.m.racedSince(p.key, p.ev.Actions.StateDelta, p.writes)
 		c.adoptAppend(o, sl, h, p.ev, x.ID, x.Timestamp.UnixMicro(), p.since, false)
+		c.d.m.mayReadAs(raced)
 		again := p.ev.Clone()
 		again.ID = x.ID
 		c.sendShared(o, sl, h, again)
