@@ -59,6 +59,11 @@ type driver struct {
 	knownDup atomic.Int64
 	// dbDup: such retries that the copy had looked up in the database instead
 	dbDup atomic.Int64
+	// conflicts are the events stored again under an id the database holds
+	// for another event (storedOverDB of an idReuse): the flush
+	// dead-letters them, and a checkpoint takes only these (and drops them).
+	conflictMu sync.Mutex
+	conflicts  map[sessKey]map[string]bool
 	// holds, when set, answers copyHolds instead of Redis (the model's tests).
 	holds  func(k sessKey, id string) bool
 	counts [len(opNames)]atomic.Int64

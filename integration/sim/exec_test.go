@@ -269,7 +269,9 @@ func (d *driver) copyHolds(k sessKey, id string) bool {
 // handle read from Redis's older copy of the session (or without one), was
 // stored as a new event by the copy, which lacks it (kept, by decision:
 // docs/simulation.md; a handle ahead of the copy is answered the stored
-// event): the model follows it, as an event of that copy only.
+// event): the model follows it, as an event of that copy only. One with
+// other content than the database's (idReuse) is dead-lettered at the
+// flush: the checkpoint expects its letter (expectConflict).
 func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Event) {
 	e := storedForm(sent)
 	e.ID, e.Ts, e.Client, e.Sent = ev.ID, ev.Timestamp.UnixMicro(), c.id, sent.Clone()
@@ -279,6 +281,11 @@ func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Eve
 	c.d.m.storedAgain(k, user, app)
 	h.rev = int64(len(c.d.m.session(k).View)) // the handle follows the copy it appended to
 	c.d.knownDup.Add(1)
+	if o.IDMode == idReuse {
+		// Another event under the id of one the database holds: the flush
+		// keeps the database's and dead-letters this one (a conflict).
+		c.d.expectConflict(k, ev.ID)
+	}
 	c.log("known (kept): %s, held by the database, stored again by Redis's older copy at %d", ev.ID, e.Ts)
 }
 
