@@ -422,10 +422,12 @@ type functionRef struct {
 	Args map[string]json.RawMessage `json:"args"`
 }
 
-// contentParts reads the parts of a Content in API form; nil when there are
-// none or it does not read.
+// contentParts reads the function calls and responses of the parts of a
+// Content in API form; nil when there are none or it does not read. A
+// content that cannot name either is not parsed (mayNameCalls): the common
+// one, text only, costs a scan instead of encoding/json's decode.
 func contentParts(content json.RawMessage) []contentPart {
-	if isNull(content) {
+	if isNull(content) || !mayNameCalls(content) {
 		return nil
 	}
 	var c struct {
@@ -435,4 +437,21 @@ func contentParts(content json.RawMessage) []contentPart {
 		return nil
 	}
 	return c.Parts
+}
+
+// mayNameCalls tells whether content may hold a key encoding/json matches to
+// "functionCall" or "functionResponse": those keys hold "unct", which it
+// matches ASCII case-insensitively (no other rune folds to u, n, c or t), so
+// a content without that, and without a \u escape that could spell it, holds
+// neither.
+func mayNameCalls(content []byte) bool {
+	for i := 0; i+3 < len(content); i++ {
+		switch c := content[i]; {
+		case c == '\\' && content[i+1] == 'u':
+			return true
+		case c|0x20 == 'u' && content[i+1]|0x20 == 'n' && content[i+2]|0x20 == 'c' && content[i+3]|0x20 == 't':
+			return true
+		}
+	}
+	return false
 }
