@@ -162,6 +162,12 @@ type StateRev struct {
 	// Flush is the hash's flush count after this read (m:fc, counted by
 	// state_read.lua; 0 for an app's state, which is not counted).
 	Flush int64
+	// Recorded is one above the greatest flush count of the hash it knows
+	// the database records (m:fr: set by flushed.lua once a batch that
+	// read it committed, and by hydrate_state.lua from the database's
+	// count); 0 when the hash does not say. A read whose batch never
+	// commits moves Flush and not Recorded.
+	Recorded int64
 	// LogTail is, for a user's state, the id of the change log's last
 	// entry when the hash was read (state_read.lua): the hash holds the
 	// deltas of the changes logged up to it, "" when the log was empty.
@@ -175,6 +181,7 @@ type StateRev struct {
 func stateRev(h map[string]string) (StateRev, error) {
 	st := StateRev{Dead: -1, OK: len(h) > 0, Rebase: h["m:rb"] == "1"}
 	st.Flush, _ = strconv.ParseInt(h["m:fc"], 10, 64)
+	st.Recorded, _ = strconv.ParseInt(h["m:fr"], 10, 64)
 	st.LogTail = h["m:logtail"]
 	if dl, err := strconv.ParseInt(h["m:dl"], 10, 64); err == nil {
 		st.Dead = dl

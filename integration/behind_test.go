@@ -906,10 +906,23 @@ func TestForkOnUserBehind(t *testing.T) {
 //     whose user: write (field w) it held, and carried neither.
 //   - TwoSessions: a batch read the hash once per session of the user and
 //     recorded the first count.
+//   - FailedBatch: the older copy is put back and a batch that reads it
+//     never commits (the database down, as in simulation seed
+//     804113261009, where Postgres was stopped for 30 s and every retry
+//     read the hash again): no database can record such a read.
+//   - ReadBeforeCopy: the copy is taken right after such a read, and put
+//     back once the hash was rebuilt from the database and flushed at that
+//     same count.
+//   - RebuiltCopy: the copy is of a hash just rebuilt from the database (a
+//     cold read), before any batch read it; put back after a flush, a batch
+//     that reads it never commits.
 //
-// In the first and the last, the older copy is put back after the hash was
-// evicted and rebuilt from the database (its count starting at the
-// database's) and written again.
+// In SkippedSnapshot, TwoSessions and ReadBeforeCopy, the older copy is put
+// back after the hash was evicted and rebuilt from the database (its count
+// starting at the database's) and written again. The last three need the
+// hash's m:fr, one above the count it knows the database records
+// (flushed.lua after a commit, hydrate_state.lua from the database's count):
+// reads alone no longer tell an older copy once some went unrecorded.
 func TestUserBehindUncountedReads(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -922,9 +935,7 @@ func TestUserBehindUncountedReads(t *testing.T) {
 		want map[string]any // beyond k = 2 and y = 3
 	}{
 		{"SkippedSnapshot", 0, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
-			a := e.create(e.svc, "app", "u", "a", nil)
-			e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
-			m.drain()
+			a := e.firstUserWrite(m)
 			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"s": 2}) // the user's hash is read, not newer
 			m.drain()
 			old := e.dumpKeys(userKey)
@@ -932,9 +943,7 @@ func TestUserBehindUncountedReads(t *testing.T) {
 			return old
 		}, nil},
 		{"GoneSession", 2, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
-			a := e.create(e.svc, "app", "u", "a", nil)
-			e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
-			m.drain()
+			a := e.firstUserWrite(m)
 			old := e.dumpKeys(userKey)
 			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"user:k": 2})
 			m.drain()
@@ -955,6 +964,36 @@ func TestUserBehindUncountedReads(t *testing.T) {
 			e.evictAndWrite(m, a, userKey)
 			return old
 		}, map[string]any{"x": float64(1)}},
+		{"FailedBatch", 0, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
+			a := e.firstUserWrite(m)
+			old := e.dumpKeys(userKey)
+			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"user:k": 2})
+			m.drain()
+			require.Positive(e.t, e.pttl(userKey), "a hash in step with the database is kept (a TTL), not rebased and let go of")
+			e.writeOnCopyThenFail(m, a, old, userKey)
+			return nil
+		}, nil},
+		{"ReadBeforeCopy", 0, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
+			a := e.firstUserWrite(m)
+			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"s": 2})
+			m.failedPass(sessKey{"app", "u", "a"})
+			old := e.dumpKeys(userKey)
+			e.evictAndWrite(m, a, userKey)
+			return old
+		}, nil},
+		{"RebuiltCopy", 0, func(e *wbEnv, m *manualFlusher, userKey string) map[string]string {
+			a := e.firstUserWrite(m)
+			ctx := wbCtx(e.t)
+			require.NoError(e.t, e.rdb.Del(ctx, userKey).Err())
+			_, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "app", UserID: "u"})
+			require.NoError(e.t, err)
+			old := e.dumpKeys(userKey)
+			require.Contains(e.t, old, userKey, "the cold read put the hash back")
+			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"user:k": 2})
+			m.drain()
+			e.writeOnCopyThenFail(m, a, old, userKey)
+			return nil
+		}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -981,6 +1020,43 @@ func TestUserBehindUncountedReads(t *testing.T) {
 			e.requireUserState("app", "u", want)
 		})
 	}
+}
+
+// firstUserWrite creates session a of app/u, writes user:k = 1 through it
+// and flushes.
+func (e *wbEnv) firstUserWrite(m *manualFlusher) *service.Session {
+	a := e.create(e.svc, "app", "u", "a", nil)
+	e.mustAppend(e.svc, a, "i1", "one", map[string]any{"user:k": 1})
+	m.drain()
+	return a
+}
+
+// writeOnCopyThenFail puts the older copy old of the user's hash back,
+// writes user:y = 3 through a on it, and runs a pass that reads it and
+// never commits.
+func (e *wbEnv) writeOnCopyThenFail(m *manualFlusher, a *service.Session, old map[string]string, userKey string) {
+	e.restoreKeys(old, userKey)
+	e.mustAppend(e.svc, a, "i4", "four", map[string]any{"user:y": 3})
+	m.failedPass(sessKey{"app", "u", "a"})
+}
+
+// failedPass runs a pass whose batch never commits: its context ends while
+// it waits on a lock of k's sessions row. Its reads of Redis were counted
+// (a user's hash: state_read.lua) and reach no database.
+func (m *manualFlusher) failedPass(k sessKey) {
+	t, ctx := m.t, wbCtx(m.t)
+	t.Helper()
+	lock, err := m.e.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer lock.Rollback()
+	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
+	require.NoError(t, err)
+	passCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := m.f.RunOnce(passCtx); done <- err }()
+	waitLockWaiter(t, m.e)
+	cancel()
+	require.Error(t, <-done, "the pass waiting on the lock ends with its context")
 }
 
 // evictAndWrite deletes the user's hash (evicted: it has a TTL once

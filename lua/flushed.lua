@@ -40,7 +40,8 @@
 --            numbered the same
 -- ARGV[12] -> the user hash's flush count read with the user-state revision (m:fc, state_read.lua; 0:
 --            unknown): a hash whose count is below it is an older copy than the one read, and its revision
---            is not marked
+--            is not marked; otherwise the database records that count now, and the hash's m:fr (one above the
+--            greatest count it knows recorded) goes past it
 -- ARGV[13] -> the update time µs the batch wrote into the session's row ("" when it wrote none)
 -- ARGV[14] -> the session id (its member in the user index)
 -- The user index follows the database's update time where Redis holds nothing newer of the session: when the
@@ -89,6 +90,9 @@ if ARGV[3] ~= '' and ufc > 0 and tonumber(redis.call('HGET', user, 'm:fc') or '0
 elseif ARGV[3] ~= '' and redis.call('EXISTS', user) == 0 then
   redis.call('PEXPIRE', KEYS[5], ttl) -- the user hash is gone (evicted): the index follows
 elseif ARGV[3] ~= '' then
+  if ufc > 0 and tonumber(redis.call('HGET', user, 'm:fr') or '0') <= ufc then
+    redis.call('HSET', user, 'm:fr', int(ufc + 1))
+  end
   local ufl = tonumber(redis.call('HGET', user, 'm:fl') or '0')
   local urev = tonumber(redis.call('HGET', user, 'm:rev') or '0')
   local flushed = tonumber(ARGV[3])

@@ -5,7 +5,8 @@
 -- KEYS[2] -> read guards hash <ns>adk:{shard}:g (a user's state only)
 -- ARGV[1] -> revision of the state in the database
 -- ARGV[2] -> the flush count the database records with it (adksession_states.flushes; 0 for an app's state):
---            the hash's m:fc starts there, so state_read.lua's next count is above it
+--            the hash's m:fc starts there, so state_read.lua's next count is above it, and a user's m:fr (one
+--            above the greatest count the hash knows the database records) one above it
 -- ARGV[3] -> TTL in ms ("" = none)
 -- ARGV[4] -> number of pairs P, then P pairs (key without prefix, JSON value)
 -- then, with KEYS[2], the user's field in the read guards hash and the guard read before the database
@@ -36,6 +37,9 @@ if guarded and guard_moved(KEYS[2], ARGV[i], ARGV[i + 1]) then
   return -11
 end
 redis.call('HSET', state, 'm:rev', rev, 'm:fl', rev, 'm:sz', int(state_grow(fields)), 'm:fc', fc)
+if guarded then
+  redis.call('HSET', state, 'm:fr', int(fc + 1))
+end
 chunked('HSET', state, fields)
 if ttl ~= '' then
   redis.call('PEXPIRE', state, ttl)

@@ -4,14 +4,18 @@
 -- with the row (adksession_states.flushes), unless Redis came back holding an older copy of the hash (a
 -- restart from an RDB snapshot, a failover to a replica that lagged, a restore): then the flusher writes the
 -- database's state plus the batch's new deltas instead of this copy (docs/design.md, "Redis behind the
--- database"). Allowed when Redis is full (allow-oom): the flusher's writes are what frees memory.
+-- database"). The hash also holds m:fr, one above the greatest of its counts it knows the database records
+-- (flushed.lua sets it after a commit, hydrate_state.lua from the database's count): a read whose batch never
+-- commits moves m:fc and not m:fr, so a copy whose m:fr is at or below the database's count is older
+-- whatever reads it had since. Allowed when Redis is full (allow-oom): the flusher's writes are what frees
+-- memory.
 --
 -- KEYS[1] -> user state hash <ns>adk:{shard}:u:<app>:<user>
 -- KEYS[2] -> change log       <ns>adk:{shard}:log
 -- No arguments.
--- Returns the hash (HGETALL, m:fc counted), followed by the pair ("m:logtail", id of the change log's last
--- entry, "" when empty): the hash holds the deltas of changes logged up to that entry. An empty list when
--- Redis does not hold the hash (nothing written).
+-- Returns the hash (HGETALL, m:fc counted, m:fr as it is), followed by the pair ("m:logtail", id of the change
+-- log's last entry, "" when empty): the hash holds the deltas of changes logged up to that entry. An empty list
+-- when Redis does not hold the hash (nothing written).
 -- Bad arguments are an error reply, with nothing written.
 if #ARGV ~= 0 then
   fail('state_read: ' .. #ARGV .. ' arguments, 0 expected')

@@ -106,6 +106,13 @@ type StateUpsert struct {
 	// the database recorded, Redis came back holding an older copy of the
 	// hash: the row is rebased as with Rebase.
 	Flush int64
+	// Recorded is one above the greatest flush count of the hash that it
+	// knew the database records when it was read (m:fr,
+	// cache.StateRev.Recorded; 0: unknown). At or below the count the
+	// database recorded, the hash is an older copy too, however many reads
+	// whose batches never committed (the database down, a flusher that
+	// died) counted Flush past the database's since.
+	Recorded int64
 	// Orders are, for an app's state, the order number of the change that
 	// last wrote each key (cache.StateRev.Orders). Apply merges the
 	// snapshot into the row key by key by these numbers (mergeApps), so an

@@ -420,7 +420,7 @@ func (sb *shardBatch) addUser(app, user string, g *sessionChanges, st cache.Stat
 		return false
 	}
 	sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: app, UserID: user, Rev: st.Rev,
-		State: rawState(st.State), UpdateTime: at, Rebase: st.Rebase, Flush: st.Flush, LogTail: st.LogTail})
+		State: rawState(st.State), UpdateTime: at, Rebase: st.Rebase, Flush: st.Flush, Recorded: st.Recorded, LogTail: st.LogTail})
 	return true
 }
 

@@ -118,8 +118,10 @@ func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map
 	for _, st := range b.UserStates {
 		k := stateKey{app: st.AppName, user: st.UserID}
 		// Redis counts a hash's flushes before the database records the
-		// count: at or below the database's, the hash is an older copy.
-		if st.Rebase || (st.Flush > 0 && st.Flush <= flushes[k]) {
+		// count: at or below the database's, the hash is an older copy; so
+		// it is when the count it knew recorded is (reads of batches that
+		// never committed count in Redis only).
+		if st.Rebase || (st.Flush > 0 && st.Flush <= flushes[k]) || (st.Recorded > 0 && st.Recorded <= flushes[k]) {
 			users[k] = true
 		}
 	}

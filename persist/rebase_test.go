@@ -320,6 +320,38 @@ func TestApplyRecordsCountOfSkippedSnapshot(t *testing.T) {
 	})
 }
 
+// TestApplyRebasesUserByRecordedCount: a user's hash that Redis counted
+// reads of past the database's count, in batches that never committed,
+// tells an older copy by the count it knew recorded (StateUpsert.Recorded,
+// m:fr): at or below the database's, the row is rebased (simulation seed
+// 804113261009: Postgres down for 30 s after a restart from an RDB
+// snapshot, every retry read the hash again); above it, the snapshot is
+// written as it is.
+func TestApplyRebasesUserByRecordedCount(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := migrated(t, b)
+		user := func(v string, rev, flush, recorded int64) *Batch {
+			return &Batch{UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: rev, State: map[string]json.RawMessage{"k": json.RawMessage(`"` + v + `"`)},
+				UpdateTime: eventTime(inc1, 1), Flush: flush, Recorded: recorded}}}
+		}
+		apply(t, s, user("db", 5, 3, 3))
+		older := user("older copy", 5, 9, 3) // read at 4..8 by batches that failed
+		apply(t, s, older)
+		same(t, "outcome", older.Outcome.RebasedUsers, []SessionKey{{AppName: "app", UserID: "u1"}})
+		got, _, err := s.LoadUserState(ctx, "app", "u1")
+		must(t, err)
+		same(t, "user state", jsonValue(t, got), map[string]any{"k": "db"})
+
+		live := user("live", 6, 10, 10) // the database records 9: this hash knew it
+		apply(t, s, live)
+		same(t, "outcome", live.Outcome.RebasedUsers, []SessionKey(nil))
+		got, _, err = s.LoadUserState(ctx, "app", "u1")
+		must(t, err)
+		same(t, "user state", jsonValue(t, got), map[string]any{"k": "live"})
+	})
+}
+
 // TestApplyRebasedUserKeepsHashRev: a session Redis numbered over the
 // database's is rebased, and so is its user, whose hash in Redis is not
 // behind by its flush count. The user's row takes the revision the hash had
