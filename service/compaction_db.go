@@ -32,8 +32,8 @@ import (
 // Each is one index read: O(log n) plus the events read. Where the view is
 // the history (no compaction; an ADK JS endTime that does not read as a
 // time) it reads the whole history instead (loader.OlderEvents), as before.
-// The Redis index is not built: that takes every event; each compacted read
-// of the session walks the database, until Redis holds it whole again.
+// The Redis index is not built (that takes every event): each compacted
+// read of the session walks the database again, O(log n + k) each time.
 func (s *Service) viewFromDatabase(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) ([]*Event, error) {
 	if snap.First <= 1 {
 		return nil, nil // Redis holds the whole history
