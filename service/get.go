@@ -84,8 +84,9 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 		}
 	}
 	var decoded []*Event
-	if err == nil && req.Compacted && !snap.Indexed && s.loader.ViewIndexed() {
-		// Without the index, the older part from the database's indexes.
+	if err == nil && args.Compacted && !snap.Indexed && s.loader.ViewIndexed() {
+		// Without the index, the older part from the database's indexes
+		// (args.Compacted: not after the fallback above, which read it all).
 		decoded, err = s.viewFromDatabase(ctx, args, snap)
 	}
 	switch {
