@@ -34,6 +34,11 @@ type StoredDeadLetter struct {
 	// the session's m:hold (its keys get no TTL while such letters are
 	// outstanding: Redis alone holds their events).
 	Holds bool
+	// Conflict: an acknowledged event the database cannot take, as it
+	// holds another event under its id or deleted its session (the letter
+	// keeps the event, field "event"); it cannot be retried
+	// (docs/operations.md, "Dead letters").
+	Conflict bool
 }
 
 // ShardDeadLetters are a shard's dead letters: how many, and the oldest.
@@ -90,12 +95,13 @@ func parseDeadLetter(shard int, entry string) StoredDeadLetter {
 		// EventsWritten is set on session units (false: the events wait
 		// in Redis for the retry).
 		EventsWritten *bool `json:"events_written"`
+		Conflict      bool  `json:"conflict"`
 	}
 	if err := json.Unmarshal([]byte(entry), &v); err != nil {
 		d.Reason = "unreadable dead letter: " + err.Error()
 		return d
 	}
-	d.ID, d.Unit, d.Reason, d.Time = v.ID, v.Unit, v.Reason, v.Time
+	d.ID, d.Unit, d.Reason, d.Time, d.Conflict = v.ID, v.Unit, v.Reason, v.Time, v.Conflict
 	d.Holds = v.Unit == DeadSession && v.EventsWritten != nil && !*v.EventsWritten
 	if len(v.Fields) > 0 {
 		d.Fields = make(map[string]string, len(v.Fields))
@@ -117,6 +123,12 @@ func parseDeadLetter(shard int, entry string) StoredDeadLetter {
 // or dropped it); ErrInvalidArgument when it carries no change-log entry.
 func (s *Store) RetryDeadLetter(ctx context.Context, shard int, entry string) error {
 	d := parseDeadLetter(shard, entry)
+	if d.Conflict {
+		// The database keeps what it holds: a retry would find the same
+		// conflict, or (Redis's copy gone) write nothing and lose the letter.
+		return fmt.Errorf("%w: dead letter cannot be retried: the database keeps its own (%s); append the event again "+
+			"under a new id if it is wanted (the letter holds it), then drop the letter", ErrInvalidArgument, d.Reason)
+	}
 	if len(d.Fields) == 0 || len(d.Fields) > maxDeadLetterFields {
 		return fmt.Errorf("%w: dead letter cannot be retried: it holds %d change-log fields (want 1 to %d)", ErrInvalidArgument, len(d.Fields), maxDeadLetterFields)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
+	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
 )
 
@@ -485,7 +486,7 @@ func TestUserBehindDatabase(t *testing.T) {
 func (e *wbEnv) requireUserState(app, user string, want map[string]any) {
 	e.t.Helper()
 	require.Equal(e.t, want, readDB(e.t, e.db).Users[[2]string{app, user}], "user_states of %s/%s", app, user)
-	got, err := e.svc.GetUserState(wbCtx(e.t), app, user)
+	got, err := e.svc.GetUserState(wbCtx(e.t), &service.UserStateRequest{AppName: app, UserID: user})
 	require.NoError(e.t, err)
 	require.Equal(e.t, want, got, "GetUserState of %s/%s", app, user)
 }
@@ -686,7 +687,10 @@ func TestRetryBehindTheHandle(t *testing.T) {
 // (e3's keys included), e1..e3 once each; the copy is let go of, and reads
 // serve the database's e3 (simulation seeds 27172891176 and 614903424786:
 // the batch was taken for a replay and the row took the copy's update time,
-// and its state; seed 953023679376, at the same time: its state).
+// and its state; seed 953023679376, at the same time: its state). The copy's
+// e3 with other content, acknowledged, is dead-lettered as a conflict with
+// the event (before: gone at the flush with nothing naming it); a retry is
+// the database's e3 and leaves no letter.
 func TestStoredAgainOnOlderCopy(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -751,6 +755,15 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			got := e.requireBehindGet(k, c.n)
 			require.NotContains(t, stateMap(got), "other")
 			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's events")
+			if c.again.InvocationID != "inv-other" {
+				require.Empty(t, e.sessionLetters(k), "a retry is the database's e3: no conflict")
+				return
+			}
+			// The acknowledged event the database cannot take is
+			// dead-lettered (before: gone with nothing naming it).
+			e.conflictLetter(k, "e3", persist.ReasonReusedID, `"invocationId":"inv-other"`,
+				func() int64 { return e.svc.FlusherStats().DeadLetters })
+			require.Equal(t, before.Events[k], readDB(t, e.db).Events[k], "the database's e3 untouched")
 		})
 	}
 }
@@ -1017,7 +1030,7 @@ func TestRebasedUserMarksLost(t *testing.T) {
 	passed := m.pass()
 	waitLockWaiter(t, e)
 	require.NoError(t, e.rdb.FlushAll(ctx).Err())
-	_, err := e.svc.GetUserState(ctx, k.app, k.user)
+	_, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: k.app, UserID: k.user})
 	require.NoError(t, err)
 	require.NoError(t, lock.Commit())
 	require.NoError(t, <-passed)

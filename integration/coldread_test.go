@@ -159,7 +159,7 @@ func runColdRead(t *testing.T, url string, flushAll func(*wbEnv)) {
 
 	// GetUserState.
 	flushAll(e)
-	us, err := e.svc.GetUserState(ctx, "app", "user-1")
+	us, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "app", UserID: "user-1"})
 	require.NoError(t, err)
 	require.Equal(t, e.model.users[[2]string{"app", "user-1"}], jsonRound(us))
 

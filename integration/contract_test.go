@@ -264,15 +264,15 @@ func testScopes(t *testing.T, url string) {
 	st4 := stateOf(got4)
 	require.Equal(t, map[string]any{"m:rev": "r", "m:del": "1", "s:x": float64(1), "user:m:rev": float64(7),
 		"m:cnt": float64(9), "m:tinv": "t", "app:p": float64(3), "app:user:x": "ax"}, st4)
-	us4, err := e.svc.GetUserState(ctxT(t), app, "u3")
+	us4, err := e.svc.GetUserState(ctxT(t), &service.UserStateRequest{AppName: app, UserID: "u3"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"m:rev": float64(7)}, us4)
 
 	// GetUserState: keys without "user:".
-	us, err := e.svc.GetUserState(ctxT(t), app, "u1")
+	us, err := e.svc.GetUserState(ctxT(t), &service.UserStateRequest{AppName: app, UserID: "u1"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"u": float64(2), "app:y": "uy", "n": nil}, us)
-	us, err = e.svc.GetUserState(ctxT(t), app, "nobody")
+	us, err = e.svc.GetUserState(ctxT(t), &service.UserStateRequest{AppName: app, UserID: "nobody"})
 	require.NoError(t, err)
 	require.Empty(t, us)
 }
@@ -795,7 +795,7 @@ func testConcurrentUserState(t *testing.T, url string) {
 	for i, err := range errs {
 		require.NoError(t, err, "append %d", i)
 	}
-	us, err := e.svc.GetUserState(ctx, "app", "u")
+	us, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "app", UserID: "u"})
 	require.NoError(t, err)
 	require.Len(t, us, n)
 	for i := range n {
@@ -1056,8 +1056,14 @@ func testBadInput(t *testing.T, url string) {
 		{"delete NUL session", "SessionID", func() error {
 			return e.svc.Delete(ctx, &service.DeleteRequest{AppName: "app", UserID: "u", SessionID: "s\x00"})
 		}},
-		{"user state empty user", "UserID", func() error { _, err := e.svc.GetUserState(ctx, "app", ""); return err }},
-		{"user state bad app", "AppName", func() error { _, err := e.svc.GetUserState(ctx, "\xff", "u"); return err }},
+		{"user state empty user", "UserID", func() error {
+			_, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "app", UserID: ""})
+			return err
+		}},
+		{"user state bad app", "AppName", func() error {
+			_, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "\xff", UserID: "u"})
+			return err
+		}},
 		{"end empty invocation", "invocationID", func() error { return e.svc.EndInvocation(ctx, s, "") }},
 		{"event too large", "MaxEventBytes", appendTo(&service.Event{Author: "a", Content: json.RawMessage(
 			`{"parts":[{"text":"` + strings.Repeat("y", 5000) + `"}]}`)})},
@@ -1363,7 +1369,7 @@ func testDelete(t *testing.T, url string) {
 	require.ErrorIs(t, err, redis.Nil, "app index entry removed")
 
 	// App and user state stay.
-	us, err := e.svc.GetUserState(ctx, "app", "u")
+	us, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "app", UserID: "u"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"u": float64(1)}, us)
 	require.Equal(t, map[string]any{"user:u": float64(1), "app:p": float64(1)}, stateOf(e.getS("app", "u", "keep")))

@@ -17,6 +17,7 @@ targets=(
   "./service FuzzEventDecode"
   "./cache/eventjson FuzzEventForms"
   "./cache/eventjson FuzzCompact"
+  "./cache/eventjson FuzzAppendString"
   "./cache FuzzEscape"
   "./cache FuzzKeysDistinct"
   "./cache FuzzAppIndexMember"

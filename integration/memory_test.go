@@ -193,7 +193,7 @@ func testUserIndexPartialEviction(t *testing.T, url string) {
 	// The user hash is lost, the index stays.
 	evict(k.User)
 	list("u/s1", "u/s2", "u/s3")
-	us, err := e.svc.GetUserState(ctx, "app", "u")
+	us, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "app", UserID: "u"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"name": "ann"}, us)
 	e.create(e.svc, "app", "u", "s4", map[string]any{"user:name": "bob"})

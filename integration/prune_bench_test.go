@@ -38,7 +38,7 @@ func BenchmarkPruneThroughput(b *testing.B) {
 		seedIdle(b, store, sessions, events, users)
 		b.StartTimer()
 		start := time.Now()
-		sum, err := e.svc.Prune(ctx, service.PruneRequest{IdleFor: 30 * 24 * time.Hour})
+		sum, err := e.svc.Prune(ctx, &service.PruneRequest{IdleFor: 30 * 24 * time.Hour})
 		took += time.Since(start)
 		require.NoError(b, err)
 		require.Equal(b, int64(sessions), sum.Sessions)

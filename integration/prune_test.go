@@ -139,14 +139,14 @@ VALUES ('e1', 'shop', 'erin', 'adk', 'i', $1, '{"author":"user"}')`, longAgo.UTC
 	rowsBefore := tableCounts(t, e)
 	keysBefore := len(e.namespaceKeys())
 
-	dry, err := e.svc.Prune(ctx, service.PruneRequest{IdleFor: 30 * 24 * time.Hour, DryRun: true})
+	dry, err := e.svc.Prune(ctx, &service.PruneRequest{IdleFor: 30 * 24 * time.Hour, DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, rowsBefore, tableCounts(t, e), "a dry run changed rows")
 	require.Equal(t, keysBefore, len(e.namespaceKeys()), "a dry run changed Redis keys")
 	require.Equal(t, [6]int64{5, 12, 3, 1, 0, 0}, [6]int64{dry.Sessions, dry.Events, dry.UserStates, dry.AppStates, dry.Kept, dry.Tombstones},
 		"dry run: sessions, events, user states (alice, carol, erin), app states (solo), kept, tombstones")
 
-	sum, err := e.svc.Prune(ctx, service.PruneRequest{IdleFor: 30 * 24 * time.Hour})
+	sum, err := e.svc.Prune(ctx, &service.PruneRequest{IdleFor: 30 * 24 * time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, [7]int64{5, 12, 3, 1, 0, 0, 1}, [7]int64{sum.Sessions, sum.Events, sum.UserStates, sum.AppStates, sum.Kept, sum.Tombstones, sum.TombstonesSeen},
 		"sessions, events, user states, app states, kept, tombstones purged, tombstones seen")
@@ -185,7 +185,7 @@ VALUES ('e1', 'shop', 'erin', 'adk', 'i', $1, '{"author":"user"}')`, longAgo.UTC
 		require.NoError(t, err, k)
 		require.Equal(t, v, have, k)
 	}
-	us, err := e.svc.GetUserState(ctx, "shop", "alice")
+	us, err := e.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "shop", UserID: "alice"})
 	require.NoError(t, err)
 	require.Empty(t, us, "alice's state after her last session was pruned")
 
@@ -194,7 +194,7 @@ VALUES ('e1', 'shop', 'erin', 'adk', 'i', $1, '{"author":"user"}')`, longAgo.UTC
 	require.Equal(t, 0, again.Events().Len())
 
 	// The tombstone was stamped: a prune after the margin purges it.
-	sum, err = e.svc.Prune(ctx, service.PruneRequest{IdleFor: 30 * 24 * time.Hour, TombstoneMargin: time.Nanosecond})
+	sum, err = e.svc.Prune(ctx, &service.PruneRequest{IdleFor: 30 * 24 * time.Hour, TombstoneMargin: time.Nanosecond})
 	require.NoError(t, err)
 	require.Equal(t, [3]int64{0, 1, 0}, [3]int64{sum.Sessions, sum.Tombstones, sum.TombstonesSeen})
 	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM adksession_sessions WHERE deleted`).Scan(&tombstones))
@@ -269,7 +269,7 @@ func TestPruneWhileAppending(t *testing.T) {
 		}
 	})
 	var progress []int64
-	sum, err := e.svc.Prune(ctx, service.PruneRequest{IdleFor: 30 * 24 * time.Hour, BatchSize: batch,
+	sum, err := e.svc.Prune(ctx, &service.PruneRequest{IdleFor: 30 * 24 * time.Hour, BatchSize: batch,
 		Progress: func(p service.PruneProgress) { progress = append(progress, p.Examined) }})
 	stop.Store(true)
 	wg.Wait()
@@ -326,12 +326,12 @@ func TestPruneRefuses(t *testing.T) {
 		{service.PruneRequest{IdleFor: time.Hour, AppName: "a\x00b"}, "PruneRequest.AppName"},
 		{service.PruneRequest{IdleFor: time.Hour, TombstoneMargin: -time.Second}, "PruneRequest.TombstoneMargin"},
 	} {
-		_, err := e.svc.Prune(ctx, tc.req)
+		_, err := e.svc.Prune(ctx, &tc.req)
 		require.ErrorIs(t, err, service.ErrInvalidArgument)
 		require.Contains(t, err.Error(), tc.want)
 	}
 	noDB := newWB(t, testenv.RedisURL(t), "", nil)
-	_, err := noDB.svc.Prune(ctx, service.PruneRequest{IdleFor: time.Hour})
+	_, err := noDB.svc.Prune(ctx, &service.PruneRequest{IdleFor: time.Hour})
 	require.ErrorIs(t, err, service.ErrInvalidArgument)
 	require.Contains(t, err.Error(), "no database")
 }

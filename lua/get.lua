@@ -37,7 +37,10 @@ end
 -- below the tail whose events are read too (lo, hi, ...: lo < ts < hi, lo "-inf" for no bound). The caller
 -- recovers the calls of the responses of what it reads in those ranges (compacted_calls.lua).
 local function compacted_events(events, undo, first)
-  local x = redis.call('HMGET', undo, 'xh', 'xj', 'xH', 'xA')
+  local x = redis.call('HMGET', undo, 'xh', 'xj', 'xH', 'xA', 'xt')
+  -- Events are at or after the first one's time: a range without a lower bound starts just before it, so one
+  -- that ends there (a compaction from the session's start) reads nothing from Redis or the database.
+  local oldest = tonumber(x[5]) and tonumber(x[5]) - 1
   local tail = math.huge
   if first > 1 then
     tail = tonumber(redis.call('ZRANGE', events, 0, 0, 'WITHSCORES')[2]) or math.huge
@@ -46,6 +49,7 @@ local function compacted_events(events, undo, first)
   -- The events of lo < ts < hi (nil: no bound): from Redis, and from the database below the tail.
   local want, got = {}, {}
   local function take(lo, hi)
+    lo = lo or oldest
     local r = redis.call('ZRANGE', events, lo and '(' .. int(lo) or '-inf', hi and '(' .. int(hi) or '+inf', 'BYSCORE',
       'WITHSCORES')
     for j = 1, #r, 2 do

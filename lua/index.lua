@@ -19,6 +19,9 @@
 --   xS<scope>, xs<seq>  ref of the first event with the scope; that event's scope
 --   xh          ref of the first event with actions.compaction
 --   xj          "<ref> <endTime µs or nothing>" of the last ADK JS compacted event
+--   xt          the timestamp µs of the session's first event (seq 1): no event is older (times follow seqs), so a
+--               view's read of what lies before a compaction starts there (absent in an index built before it:
+--               read from the start of time)
 -- index_read reads an event's index entry (service.compactionIndexEntry: tag, length, ':', value, ...); it
 -- fails on a malformed one, so the caller checks it before its first write.
 local INDEX_TAGS = {h = true, k = true, n = true, s = true, c = true, o = true, r = true, p = true, j = true, w = true}
@@ -119,6 +122,9 @@ local function index_event(undo, seqs, tss, inv, x, first)
   end
   if first then
     redis.call('HSETNX', undo, 'xi' .. inv, ref .. ' ' .. head)
+    if tonumber(seqs) == 1 then
+      redis.call('HSET', undo, 'xt', tss)
+    end
   end
   if x.h then
     redis.call('HSETNX', undo, 'xh', ref)

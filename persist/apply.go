@@ -33,6 +33,7 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	if err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}
+	b.Outcome.Conflicts = append(b.Outcome.Conflicts, p.conflicts...)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("apply batch: commit: %w", err)
 	}
@@ -131,6 +132,9 @@ func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []
 		var updated nullTime
 		if err := rows.Scan(&k.AppName, &k.UserID, &k.SessionID, &t.incarnation, &t.rev, &t.deleted, &written, &updated); err != nil {
 			return nil, nil, fmt.Errorf("read session bookkeeping: %w", err)
+		}
+		if t.deleted && written.Valid {
+			t.deletedAt = written.Int64
 		}
 		m[k] = t
 		facts[k] = rowFacts{foreign: written.Valid && updated.valid && updated.t.UnixMicro() != written.Int64}

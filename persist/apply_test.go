@@ -118,7 +118,7 @@ func TestApplyIsIdempotent(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		s := migrated(t, b)
 		b1 := &Batch{
-			Deletes:    []SessionDelete{{skey("never"), inc1}},
+			Deletes:    []SessionDelete{{skey("never"), inc1, 0}},
 			Sessions:   []SessionUpsert{upsert(skey("s1"), inc1, 0, 3), upsert(skey("s2"), inc1, 0, 2)},
 			AppStates:  []StateUpsert{{AppName: "app", Rev: 1, State: state(1), UpdateTime: eventTime(inc1, 1)}},
 			UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: 1, State: state(1), UpdateTime: eventTime(inc1, 1)}},
@@ -179,7 +179,7 @@ func TestApplyDeleteIsFinal(t *testing.T) {
 		ctx := context.Background()
 		k := skey("s1")
 		create := &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 3), upsert(skey("other"), inc1, 0, 2)}}
-		del := &Batch{Deletes: []SessionDelete{{k, inc1}}}
+		del := &Batch{Deletes: []SessionDelete{{k, inc1, 0}}}
 		apply(t, s, create)
 		apply(t, s, del)
 		d := dump(t, s)
@@ -205,7 +205,7 @@ func TestApplyRecreatedID(t *testing.T) {
 		// s1 is deleted then re-created; s2 is re-created without the
 		// delete reaching the database.
 		b1 := &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 3), upsert(skey("s2"), inc1, 0, 3)}}
-		b2 := &Batch{Deletes: []SessionDelete{{skey("s1"), inc1}}}
+		b2 := &Batch{Deletes: []SessionDelete{{skey("s1"), inc1, 0}}}
 		b3 := &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc2, 0, 2), upsert(skey("s2"), inc2, 0, 2)}}
 		for _, b := range []*Batch{b1, b2, b3} {
 			apply(t, s, b)
@@ -223,7 +223,7 @@ func TestApplyRecreatedID(t *testing.T) {
 			same(t, "after replay", dump(t, s), d)
 		}
 		// Deleting the earlier incarnation again does not touch the new one.
-		apply(t, s, &Batch{Deletes: []SessionDelete{{skey("s2"), inc1}}})
+		apply(t, s, &Batch{Deletes: []SessionDelete{{skey("s2"), inc1, 0}}})
 		same(t, "after deleting the old incarnation", dump(t, s), d)
 	})
 }

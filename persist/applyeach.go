@@ -77,6 +77,7 @@ func (s *Store) ApplyEach(ctx context.Context, b *Batch) ([]Rejected, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apply batch: %w", err)
 	}
+	b.Outcome.Conflicts = append(b.Outcome.Conflicts, p.conflicts...)
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("apply batch: commit: %w", err)
 	}
@@ -133,7 +134,7 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 		}
 		for _, e := range events[k] {
 			if _, err := try(Rejected{Unit: UnitEvent, Key: k, EventID: e.ID, Seq: e.Seq}, func() error {
-				return s.writeEvents(ctx, tx, []EventRow{e})
+				return s.writeEvents(ctx, tx, p, []EventRow{e})
 			}); err != nil {
 				return nil, err
 			}

@@ -163,7 +163,7 @@ func TestCreateState(t *testing.T) {
 		u2.CreateState = map[string]json.RawMessage{}
 		apply(t, s, &Batch{Sessions: []SessionUpsert{u2}})
 		same(t, "empty create-time state", load(inc2), `{}`)
-		apply(t, s, &Batch{Deletes: []SessionDelete{{k, inc2}}})
+		apply(t, s, &Batch{Deletes: []SessionDelete{{k, inc2, 0}}})
 		same(t, "deleted", load(inc2), "none")
 	})
 }

@@ -79,6 +79,11 @@ type SessionUpsert struct {
 type SessionDelete struct {
 	Key         SessionKey
 	Incarnation int64
+	// At is when the delete was logged, in µs (0: unknown). The tombstone
+	// records it (adksession_sessions.written_update): an event Redis's
+	// older copy of the session acknowledged after it is dead-lettered
+	// (Outcome.Conflicts), one logged before it was deleted with it.
+	At int64
 }
 
 // StateUpsert is a snapshot of one app's (UserID "") or one user's state.

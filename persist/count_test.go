@@ -97,7 +97,7 @@ func TestApplyStatementCount(t *testing.T) {
 
 		n.Store(0)
 		b2 := bigBatch(1)
-		b2.Deletes = []SessionDelete{{SessionKey{"app", "u0", "s0"}, inc1}}
+		b2.Deletes = []SessionDelete{{SessionKey{"app", "u0", "s0"}, inc1, 0}}
 		b2.AppStates = []StateUpsert{{AppName: "app", Rev: 1, State: state(1)}}
 		b2.UserStates = []StateUpsert{{AppName: "app", UserID: "u1", Rev: 1, State: state(1)}}
 		must(t, cs.Apply(ctx, b2))

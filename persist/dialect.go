@@ -78,7 +78,7 @@ const setCreateState = `create_state = CASE
 
 // setWrittenUpdate is how trackSessions updates written_update (the same
 // SQL on both dialects): an upsert records the update_time it wrote, a
-// delete (-1) keeps the last one.
+// delete its own time (SessionDelete.At; -1 when unknown keeps the last one).
 const setWrittenUpdate = `written_update = COALESCE(EXCLUDED.written_update, adksession_sessions.written_update)`
 
 // jsonColumn is a column of JSON texts.

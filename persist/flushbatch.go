@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/adksession/adksession/cache"
@@ -182,7 +185,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		live := g.changes
 		for i := len(g.changes) - 1; i >= 0; i-- {
 			if c := g.changes[i]; c.Kind == 'd' {
-				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation})
+				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation, At: loggedAt(c.ID)})
 				for _, v := range g.changes[:i] {
 					if v.Kind == 'c' {
 						b.Voided = append(b.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(v.Incarnation).UTC()})
@@ -560,6 +563,39 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 				Data: map[string]any{"rev": st.Rev, "state": state}})
 		}
 	}
+}
+
+// conflicts dead-letters the acknowledged events the database could not
+// take (Outcome.Conflicts): the database keeps what it holds, and the
+// letter keeps the event as Redis held it. A conflict whose change was
+// logged before its After (an older copy's log replaying what the database
+// removed since) is none. The session is marked flushed past the event, as
+// past one the database refused.
+func (sb *shardBatch) conflicts(cs []Conflict) {
+	for _, x := range cs {
+		g := sb.groups[x.Key]
+		if g == nil {
+			continue
+		}
+		c := changeOf(g, x.Seq, 0)
+		if c.Kind != 'a' || c.Seq != x.Seq || sb.deadEntry[c.ID] || (x.After > 0 && loggedAt(c.ID) <= x.After) {
+			continue
+		}
+		sb.written[x.Key]--
+		sb.deadLetter(c, cache.DeadEvent, x.Reason, map[string]any{"seq": x.Seq, "event_id": x.EventID,
+			"event": sb.events[x.Key][x.Seq], "conflict": true})
+	}
+}
+
+// loggedAt is the time in µs a change-log entry id (<ms>-<n>) names; 0
+// when it names none.
+func loggedAt(id string) int64 {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/1000 {
+		return 0
+	}
+	return n * 1000
 }
 
 // anyChangeOf returns a change of the batch of user k (of app k[0] when k[1] is "").

@@ -80,7 +80,7 @@ type FlusherStats struct {
 // its unacknowledged entries are simply read again.
 type Flusher struct {
 	db    *Store
-	cache *cache.Store
+	cache flushCache
 	opts  FlusherOptions
 	owner string
 
@@ -352,6 +352,7 @@ func (f *Flusher) flushShard(ctx context.Context, shard int) (int, error) {
 		}
 		sb.reject(rejected)
 	}
+	sb.conflicts(sb.batch.Outcome.Conflicts)
 	sb.rebased(sb.batch.Outcome)
 	if err := f.putBackApps(ctx, sb.batch.Outcome.AppsBehind); err != nil {
 		return 0, err

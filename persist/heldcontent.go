@@ -19,6 +19,20 @@ import (
 // that cannot be read is taken for the same event: the flusher then does
 // what it did before content was compared.
 func sameStoredEvent(stored []byte, e EventRow) bool {
+	return compareStored(stored, e, false)
+}
+
+// sameEventAnyTime tells whether stored, the event_data the database holds
+// under e's id, is e but for its time: e sent again (a retry, stored again
+// by an older copy of the session at a new time), not another event under
+// a reused id. The top-level "timestamp" is left out on both sides (a row
+// ADK wrote holds it in seconds); a row that cannot be read is taken for
+// the same event, as in sameStoredEvent.
+func sameEventAnyTime(stored []byte, e EventRow) bool {
+	return compareStored(stored, e, true)
+}
+
+func compareStored(stored []byte, e EventRow, anyTime bool) bool {
 	data, err := eventjson.WithColumns(e.Data, e.ID, e.InvocationID, e.Timestamp)
 	if err != nil {
 		return true
@@ -27,6 +41,13 @@ func sameStoredEvent(stored []byte, e EventRow) bool {
 	y, errY := exactJSON(data)
 	if errX != nil || errY != nil {
 		return true
+	}
+	if anyTime {
+		for _, v := range []any{x, y} {
+			if m, ok := v.(map[string]any); ok {
+				delete(m, "timestamp")
+			}
+		}
 	}
 	return reflect.DeepEqual(x, y)
 }

@@ -47,7 +47,7 @@ func listFixture(t *testing.T, s *Store) {
 		upsert(lk("u1", "s3"), inc1, 0, 2), upsert(lk("u1", "s1"), inc1, 0, 0), upsert(lk("u1", "s2"), inc1, 0, 1),
 		upsert(lk("u2", "s1"), inc2, 0, 4), upsert(SessionKey{"other", "u1", "s9"}, inc1, 0, 0),
 	}, UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: 1, State: state(1), UpdateTime: time.UnixMicro(inc1)}}})
-	apply(t, s, &Batch{Deletes: []SessionDelete{{lk("u1", "s2"), inc1}}})
+	apply(t, s, &Batch{Deletes: []SessionDelete{{lk("u1", "s2"), inc1, 0}}})
 	insertADKSession(t, s, lk("u3", "adk"), 2)
 }
 

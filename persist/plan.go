@@ -11,6 +11,10 @@ import (
 type tracked struct {
 	incarnation, rev int64
 	deleted          bool
+	// deletedAt is a tombstone's delete time in µs (its written_update;
+	// 0 when unknown): SessionDelete.At, or for a tombstone written before
+	// it was recorded, the last update time written before the delete.
+	deletedAt int64
 }
 
 // stateKey names an app_states (user "") or user_states row.
@@ -38,6 +42,10 @@ type plan struct {
 	// in the database already (ApplyEach writes their events even when it
 	// cannot write their row).
 	known map[SessionKey]bool
+	// conflicts are the events of the upserts that do not apply because
+	// the database deleted their session (or holds a later incarnation):
+	// acknowledged by an older copy in Redis, they are dead-lettered.
+	conflicts []Conflict
 }
 
 // stateSeed is an app_states or user_states row to create as {}.
@@ -61,6 +69,11 @@ type stateRev struct {
 //     earlier one's rows first), or for the tracked live incarnation at the
 //     same or a later rev; otherwise nothing of it is written;
 //   - a state snapshot applies when untracked or at a later rev.
+//
+// The events of an upsert whose session the database deleted (at the same
+// incarnation) or holds at a later one are reported in p.conflicts: Redis
+// came back with an older copy of the session, and an event it acknowledged
+// after the delete (or the new create) cannot be written.
 func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]int64) *plan {
 	cur := maps.Clone(sessions)
 	if cur == nil {
@@ -71,6 +84,7 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 	events := map[SessionKey][]EventRow{}
 	touched := map[SessionKey]bool{}
 	known := map[SessionKey]bool{}
+	var conflicts []Conflict
 
 	for _, d := range b.Deletes {
 		t, ok := cur[d.Key]
@@ -78,7 +92,7 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 			continue
 		}
 		purge[d.Key] = true
-		cur[d.Key] = tracked{incarnation: d.Incarnation, rev: t.rev, deleted: true}
+		cur[d.Key] = tracked{incarnation: d.Incarnation, rev: t.rev, deleted: true, deletedAt: d.At}
 		touched[d.Key] = true
 	}
 	for i := range b.Sessions {
@@ -91,6 +105,18 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 			delete(events, u.Key) // an earlier incarnation's, from this batch
 		case u.Incarnation == t.incarnation && !t.deleted && u.Rev >= t.rev:
 		default:
+			after := int64(0)
+			switch {
+			case u.Incarnation < t.incarnation:
+				after = t.incarnation // the later incarnation's create time
+			case t.deleted:
+				after = t.deletedAt
+			}
+			if after > 0 {
+				for _, e := range u.Events {
+					conflicts = appendConflict(conflicts, u.Key, e, after, ReasonDeleted)
+				}
+			}
 			continue
 		}
 		upserts[u.Key] = u
@@ -102,7 +128,7 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 		touched[u.Key] = true
 	}
 
-	p := &plan{purge: sortedKeys(purge, compareSessionKeys), known: known}
+	p := &plan{purge: sortedKeys(purge, compareSessionKeys), known: known, conflicts: conflicts}
 	apps := map[stateKey]time.Time{}
 	users := map[stateKey]time.Time{}
 	for _, v := range b.Voided {

@@ -94,7 +94,7 @@ func TestPostgresAdoptsADKPythonDatabase(t *testing.T) {
 	insertADKSession(t, s, k, 3)
 	checkADKSession(t, s, k, 3, pythonEvent)
 	// Deleting goes through ADK Python's foreign key and the trigger.
-	apply(t, s, &Batch{Deletes: []SessionDelete{{k, adkCreateTime.UnixMicro()}}})
+	apply(t, s, &Batch{Deletes: []SessionDelete{{k, adkCreateTime.UnixMicro(), 0}}})
 	same(t, "events left", queryStrings(t, raw, `SELECT count(*) FROM events`), [][]string{{"0"}})
 }
 

@@ -46,7 +46,7 @@ func TestPruneWalk(t *testing.T) {
 		apply(t, s, &batch)
 		gone := SessionKey{AppName: "a", UserID: "u0", SessionID: "deleted"}
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(gone, inc1, 0, 1)}})
-		apply(t, s, &Batch{Deletes: []SessionDelete{{gone, inc1}}})
+		apply(t, s, &Batch{Deletes: []SessionDelete{{gone, inc1, 0}}})
 		adk := SessionKey{AppName: "a", UserID: "adk", SessionID: "py"}
 		insertADKSession(t, s, adk, 3)
 		want[""], want["a"] = append(want[""], adk), append(want["a"], adk)
@@ -189,7 +189,7 @@ func TestDeleteSessionlessStates(t *testing.T) {
 		none, err := s.DeleteSessionlessUsers(ctx, users, pruneAt, false)
 		must(t, err)
 		same(t, "users with sessions", len(none), 0)
-		apply(t, s, &Batch{Deletes: []SessionDelete{{skey("old"), inc1}, {lone, inc1}}})
+		apply(t, s, &Batch{Deletes: []SessionDelete{{skey("old"), inc1, 0}, {lone, inc1, 0}}})
 		gone, err := s.DeleteSessionlessUsers(ctx, users, pruneAt, false)
 		must(t, err)
 		same(t, "users left without sessions", gone, []StateRef{{"app", "u1", 7}, {"lone", "u1", 7}})
@@ -237,7 +237,7 @@ func TestPurgeTombstones(t *testing.T) {
 		for i := range 7 {
 			k := skey(fmt.Sprintf("t%d", i))
 			create.Sessions = append(create.Sessions, upsert(k, inc1, 0, 1))
-			del.Deletes = append(del.Deletes, SessionDelete{k, inc1})
+			del.Deletes = append(del.Deletes, SessionDelete{k, inc1, 0})
 		}
 		apply(t, s, &create)
 		apply(t, s, &del)
@@ -262,7 +262,7 @@ func TestPurgeTombstones(t *testing.T) {
 		same(t, "within the margin", []int64{st, pu}, []int64{0, 0})
 		// t0 re-created, t1 re-created and deleted again.
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("t0"), inc2, 0, 1), upsert(skey("t1"), inc2, 0, 1)}})
-		apply(t, s, &Batch{Deletes: []SessionDelete{{skey("t1"), inc2}}})
+		apply(t, s, &Batch{Deletes: []SessionDelete{{skey("t1"), inc2, 0}}})
 		st, pu = walk(t0.Add(2*time.Hour), true)
 		same(t, "dry run", []int64{st, pu}, []int64{1, 5})
 		st, pu = walk(t0.Add(2*time.Hour), false)

@@ -52,6 +52,39 @@ type Outcome struct {
 	// session's place in its user's index follows it once Redis's copy
 	// holds nothing newer (cache.Flushed.UpdateTime).
 	Updated map[SessionKey]time.Time
+	// Conflicts are acknowledged events of the batch the database cannot
+	// take, as it is the authority: it keeps what it holds and the
+	// flusher dead-letters them (docs/design.md, "Acknowledged writes the
+	// database cannot take").
+	Conflicts []Conflict
+}
+
+// Conflict is an acknowledged event the database cannot take (Outcome).
+type Conflict struct {
+	Key     SessionKey
+	EventID string
+	Seq     int64
+	// After, when not 0: only an event whose change was logged after this
+	// time (µs) was acknowledged after what the database holds; one logged
+	// before it was part of what the database removed since (an older
+	// copy's log replays it), and is no conflict.
+	After  int64
+	Reason string
+}
+
+// The reasons of Conflicts, after "event <id> of session <app>/<user>/<id>: ".
+const (
+	// ReasonReusedID: the database holds another event under the id.
+	ReasonReusedID = "the database holds another event under its id, and keeps it (Redis's older copy of the session stored and acknowledged this one)"
+	// ReasonDeleted: the database deleted the session, or holds a later
+	// incarnation of it.
+	ReasonDeleted = "the database deleted the session, or holds it created again, after Redis's older copy of the session stored and acknowledged this event"
+)
+
+// appendConflict appends to cs that e of session k cannot be written.
+func appendConflict(cs []Conflict, k SessionKey, e EventRow, after int64, reason string) []Conflict {
+	return append(cs, Conflict{Key: k, EventID: e.ID, Seq: e.Seq, After: after,
+		Reason: fmt.Sprintf("event %s of session %s/%s/%s: %s", e.ID, k.AppName, k.UserID, k.SessionID, reason)})
 }
 
 // AppKeyValue is one app key as the database holds it, with the order
@@ -102,6 +135,14 @@ func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map
 			return nil, err
 		}
 		over, late := numberedOver(u, t, db)
+		for _, e := range u.Events {
+			// Another event under e's id: the database keeps its own,
+			// whichever way the batch goes (a rebase drops e, a batch
+			// below the row's rev writes nothing).
+			if data, ok := db.data[e.ID]; ok && !sameEventAnyTime(data, e) {
+				b.Outcome.Conflicts = appendConflict(b.Outcome.Conflicts, u.Key, e, 0, ReasonReusedID)
+			}
+		}
 		switch {
 		case facts[u.Key].foreign || over || u.Rebase:
 			if out == nil {
@@ -382,6 +423,18 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 		return nil, fmt.Errorf("read session %s to rebase: %w", key, err)
 	}
 	db.state, db.updated = state, updated.t
+	err = readHeld(ctx, tx, d, key, events, func(id string, at time.Time, data []byte) {
+		db.held[id], db.data[id] = at, data
+	})
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// readHeld calls found with the id, timestamp and event_data of each of
+// events that the database holds (by id) in session key.
+func readHeld(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, events []EventRow, found func(id string, at time.Time, data []byte)) error {
 	for chunk := range slices.Chunk(events, 500) {
 		q := `SELECT id, "timestamp", event_data FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? AND id IN (?` +
 			strings.Repeat(", ?", len(chunk)-1) + `)`
@@ -391,7 +444,7 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 		}
 		rows, err := tx.QueryContext(ctx, d.rebind(q), args...)
 		if err != nil {
-			return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
+			return fmt.Errorf("read event ids of session %s: %w", key, err)
 		}
 		for rows.Next() {
 			var id string
@@ -399,16 +452,16 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 			var data []byte
 			if err := rows.Scan(&id, &at, &data); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
+				return fmt.Errorf("read event ids of session %s: %w", key, err)
 			}
-			db.held[id], db.data[id] = at.t, data
+			found(id, at.t, data)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("read event ids of session %s to rebase: %w", key, err)
+			return fmt.Errorf("read event ids of session %s: %w", key, err)
 		}
 	}
-	return db, nil
+	return nil
 }
 
 // cloneBatch copies b deeply enough to replace its sessions and user states.

@@ -90,7 +90,7 @@ func TestSQLiteAdoptsADKPythonDatabase(t *testing.T) {
 	k := skey("py")
 	insertADKSession(t, s, k, 3)
 	checkADKSession(t, s, k, 3, pythonEvent)
-	apply(t, s, &Batch{Deletes: []SessionDelete{{k, adkCreateTime.UnixMicro()}}})
+	apply(t, s, &Batch{Deletes: []SessionDelete{{k, adkCreateTime.UnixMicro(), 0}}})
 	same(t, "events left", queryStrings(t, s.db, `SELECT count(*) FROM events`), [][]string{{"0"}})
 }
 

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/adksession/adksession/cache/eventjson"
 )
@@ -16,7 +17,7 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 	if err := s.writeSessions(ctx, tx, p.purge, p.sessions, p.tracked); err != nil {
 		return err
 	}
-	if err := s.writeEvents(ctx, tx, p.events); err != nil {
+	if err := s.writeEvents(ctx, tx, p, p.events); err != nil {
 		return err
 	}
 	if err := s.writeSeeds(ctx, tx, p.ensureApps, p.ensureUsers); err != nil {
@@ -75,7 +76,10 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 		}
 		c.add(0, t.key.AppName).add(1, t.key.UserID).add(2, t.key.SessionID).add(3, create)
 		wut, ok := written[t.key]
-		if !ok || t.deleted {
+		switch {
+		case t.deleted && t.deletedAt > 0:
+			wut = t.deletedAt // a tombstone records its delete time
+		case !ok || t.deleted:
 			wut = -1 // kept as it is
 		}
 		incs, revs, deleted, wuts = append(incs, t.incarnation), append(revs, t.rev), append(deleted, t.deleted), append(wuts, wut)
@@ -83,8 +87,13 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 	return s.exec(ctx, tx, "track sessions", q.trackSessions, append(c.take(4), incs, revs, deleted, wuts)...)
 }
 
-// writeEvents inserts events rows (existing ones are left alone).
-func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, events []EventRow) error {
+// writeEvents inserts events rows (existing ones are left alone). When
+// the database holds some of them already (fewer rows inserted than
+// events), each one it holds with other content is another event under
+// a reused id: it is recorded in p.conflicts (the database keeps its own).
+// A replay's, held as they are, are not; the sessions a rebase read are
+// told apart there already (rebaseTx), this covers every other path.
+func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, p *plan, events []EventRow) error {
 	var c columns
 	for _, e := range events {
 		data, err := eventjson.WithColumns(e.Data, e.ID, e.InvocationID, e.Timestamp)
@@ -94,7 +103,37 @@ func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, events []EventRow) 
 		c.add(0, e.Key.AppName).add(1, e.Key.UserID).add(2, e.Key.SessionID).add(3, e.ID).
 			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).addJSON(6, string(data))
 	}
-	return s.exec(ctx, tx, "insert events", s.d.q.insertEvents, c.take(7)...)
+	if len(events) == 0 {
+		return nil
+	}
+	args, err := s.d.bind(c.take(7)...)
+	if err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, s.d.q.insertEvents, args...)
+	if err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n >= int64(len(events)) {
+		return nil // all inserted (or not counted: as before)
+	}
+	bySession := map[SessionKey][]EventRow{}
+	for _, e := range events {
+		bySession[e.Key] = append(bySession[e.Key], e)
+	}
+	for _, k := range sortedKeys(bySession, compareSessionKeys) {
+		err := readHeld(ctx, tx, s.d, k, bySession[k], func(id string, _ time.Time, stored []byte) {
+			for _, e := range bySession[k] {
+				if e.ID == id && !sameEventAnyTime(stored, e) {
+					p.conflicts = appendConflict(p.conflicts, k, e, 0, ReasonReusedID)
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeSeeds creates the {} app_states and user_states rows that are missing.

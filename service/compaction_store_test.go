@@ -307,3 +307,64 @@ func readsWhole(h []*Event) bool {
 	}
 	return !python
 }
+
+// TestCompactedViewFromTheFirstEvent: a compacted view whose compaction
+// starts at or before the session's first event asks the database for
+// nothing when Redis holds the compaction and what follows (the index keeps
+// the first event's time, xt: no event is older), and one whose compaction
+// leaves an older event uncovered reads that event from the database.
+func TestCompactedViewFromTheFirstEvent(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc, _ := openWithDatabase(ctx, t, "cfirst-", Config{MaxCachedEvents: 4, DisableFlusher: true})
+	flusher := svc.NewFlusher(nil)
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	secs := func(t time.Time) string { return string(appendEpochSeconds(nil, t)) }
+	// A session of e1, e2, a compaction of [from, e2], e3, e4; Redis keeps the
+	// newest 4 once flushed (e2 to e4).
+	session := func(sid string, from time.Time) []string {
+		t.Helper()
+		created, err := svc.Create(ctx, &CreateRequest{AppName: "app", UserID: "u", SessionID: sid})
+		require.NoError(t, err)
+		comp := fmt.Sprintf(`{"startTimestamp":%s,"endTimestamp":%s,"compactedContent":{"role":"model","parts":[{"text":"summary"}]}}`,
+			secs(from), secs(at(2)))
+		evs := []*Event{
+			{ID: "e1", InvocationID: "i1", Author: "user", Timestamp: at(1)},
+			{ID: "e2", InvocationID: "i1", Author: "model", Timestamp: at(2)},
+			{ID: "c", InvocationID: "i2", Author: "user", Timestamp: at(3), Actions: EventActions{Compaction: json.RawMessage(comp)}},
+			{ID: "e3", InvocationID: "i3", Author: "user", Timestamp: at(4)},
+			{ID: "e4", InvocationID: "i3", Author: "model", Timestamp: at(5)},
+		}
+		for _, e := range evs {
+			require.NoError(t, svc.AppendEvent(ctx, created.Session, e))
+		}
+		for deadline := time.Now().Add(time.Minute); ; {
+			b, err := svc.Backlog(ctx)
+			require.NoError(t, err)
+			if b.Entries == 0 {
+				break
+			}
+			_, err = flusher.RunOnce(ctx)
+			require.NoError(t, err)
+			require.True(t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
+		}
+		snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+		require.NoError(t, err)
+		require.True(t, snap.Indexed, "%s: the view is read from the index", sid)
+		require.Empty(t, snap.Older, "%s: every event the view names is cached", sid)
+		var ranges []string
+		for _, r := range snap.Ranges {
+			ranges = append(ranges, fmt.Sprintf("(%d, %d)", r.Lo, r.Hi))
+		}
+		got, err := svc.Get(ctx, &GetRequest{AppName: "app", UserID: "u", SessionID: sid, Compacted: true})
+		require.NoError(t, err)
+		require.Equal(t, ids(CompactedView(evs)), ids(slices.Collect(got.Session.Events().All())), "%s: the view", sid)
+		return ranges
+	}
+	require.Empty(t, session("from-create", base), "a compaction from before the first event: nothing older to read")
+	require.Empty(t, session("from-first", at(1)), "a compaction from the first event: nothing older to read")
+	require.Equal(t, []string{fmt.Sprintf("(%d, %d)", at(1).UnixMicro()-1, at(2).UnixMicro())}, session("from-second", at(2)),
+		"e1 lies before the compaction: read from the database, from the first event's time")
+}

@@ -24,6 +24,11 @@ type DeadLetter struct {
 	Time   time.Time // when it was dead-lettered
 	// Fields are the change-log entry's fields (docs/redis-keys.md).
 	Fields map[string]string
+	// Conflict: an acknowledged event the database cannot take (it holds
+	// another event under the id, or deleted the session); Entry holds the
+	// event ("event"). RetryDeadLetter refuses it: append the event again
+	// under a new id if it is wanted, then drop the letter.
+	Conflict bool
 }
 
 // ShardDeadLetters are one shard's dead letters: how many, and the oldest.
@@ -56,7 +61,7 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]ShardDeadLetter
 				kind = d.Fields["k"]
 			}
 			out[i].Letters[j] = DeadLetter{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: kind, Unit: d.Unit, Reason: d.Reason, Time: t,
-				AppName: d.Fields["a"], UserID: d.Fields["u"], SessionID: d.Fields["i"], Fields: d.Fields}
+				AppName: d.Fields["a"], UserID: d.Fields["u"], SessionID: d.Fields["i"], Fields: d.Fields, Conflict: d.Conflict}
 		}
 	}
 	return out, nil
@@ -67,7 +72,7 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]ShardDeadLetter
 // again as any change, reading the session as Redis holds it now (and
 // dead-letters it again if the database still refuses it). ErrNotFound
 // when the list no longer holds it (another operator handled it);
-// ErrInvalidArgument when it holds no change.
+// ErrInvalidArgument when it holds no change, or is a Conflict.
 func (s *Service) RetryDeadLetter(ctx context.Context, shard int, entry string) error {
 	return s.cache.RetryDeadLetter(ctx, shard, entry)
 }

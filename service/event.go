@@ -146,7 +146,7 @@ func (e *Event) write(w *jsonWriter) {
 			if i > 0 {
 				w.buf = append(w.buf, ',')
 			}
-			w.buf = appendJSONString(w.buf, id)
+			w.buf = eventjson.AppendString(w.buf, id, true)
 		}
 		w.buf = append(w.buf, ']')
 	}
@@ -185,7 +185,7 @@ func (a *EventActions) write(w *jsonWriter) {
 		if i > 0 {
 			w.buf = append(w.buf, ',')
 		}
-		w.buf = append(appendJSONString(w.buf, k), ':')
+		w.buf = append(eventjson.AppendString(w.buf, k, true), ':')
 		w.buf = strconv.AppendInt(w.buf, a.ArtifactDelta[k], 10)
 	}
 	w.buf = append(w.buf, '}')
@@ -225,7 +225,7 @@ func writeRawMap(w *jsonWriter, field string, m map[string]json.RawMessage) {
 		if i > 0 {
 			w.buf = append(w.buf, ',')
 		}
-		w.buf = append(appendJSONString(w.buf, k), ':')
+		w.buf = append(eventjson.AppendString(w.buf, k, true), ':')
 		w.raw(field, m[k])
 	}
 	w.buf = append(w.buf, '}')
@@ -287,21 +287,12 @@ func (a *EventActions) UnmarshalJSON(data []byte) error {
 }
 
 // appendEpochSeconds appends t as float epoch seconds with exactly its
-// microseconds.
+// microseconds (0 for the zero time).
 func appendEpochSeconds(b []byte, t time.Time) []byte {
 	if t.IsZero() {
 		return append(b, '0')
 	}
-	us := t.UnixMicro()
-	if us < 0 {
-		b, us = append(b, '-'), -us
-	}
-	b = append(strconv.AppendInt(b, us/1e6, 10), '.')
-	var frac [6]byte // the microseconds, zero-padded
-	for i, n := 5, us%1e6; i >= 0; i, n = i-1, n/10 {
-		frac[i] = byte('0' + n%10)
-	}
-	return append(b, frac[:]...)
+	return eventjson.AppendSeconds(b, t.UnixMicro())
 }
 
 // epochMicros reads "<seconds>[.<up to 6 digits>]" below 1e11 seconds (what

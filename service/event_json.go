@@ -7,7 +7,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // jsonWriter appends JSON to buf byte for byte as json.Marshal writes it
@@ -38,14 +39,14 @@ func (w *jsonWriter) key(k string) {
 	if w.buf[len(w.buf)-1] != '{' {
 		w.buf = append(w.buf, ',')
 	}
-	w.buf = appendJSONString(w.buf, k)
+	w.buf = eventjson.AppendString(w.buf, k, true)
 	w.buf = append(w.buf, ':')
 }
 
 // str writes the member k with the string value v.
 func (w *jsonWriter) str(k, v string) {
 	w.key(k)
-	w.buf = appendJSONString(w.buf, v)
+	w.buf = eventjson.AppendString(w.buf, v, true)
 }
 
 // isTrue writes the member k with the value true.
@@ -142,7 +143,7 @@ func (w *jsonWriter) value(v any, depth int) {
 		w.buf = append(w.buf, "null"...)
 		return
 	case string:
-		w.buf = appendJSONString(w.buf, v)
+		w.buf = eventjson.AppendString(w.buf, v, true)
 		return
 	case bool:
 		w.buf = strconv.AppendBool(w.buf, v)
@@ -177,7 +178,7 @@ func (w *jsonWriter) value(v any, depth int) {
 				if i > 0 {
 					w.buf = append(w.buf, ',')
 				}
-				w.buf = appendJSONString(w.buf, k)
+				w.buf = eventjson.AppendString(w.buf, k, true)
 				w.buf = append(w.buf, ':')
 				w.value(v[k], depth+1)
 			}
@@ -205,56 +206,4 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		b = b[:n-1]
 	}
 	return b
-}
-
-// appendJSONString appends s quoted as json.Marshal writes a string.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

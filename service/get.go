@@ -232,9 +232,19 @@ func decodeEvents(recs []cache.EventRecord) ([]*Event, error) {
 	return out, nil
 }
 
-// GetUserState returns the user-scoped state of (app, user), keys without
-// the "user:" prefix; empty when the user has none.
-func (s *Service) GetUserState(ctx context.Context, appName, userID string) (map[string]any, error) {
+// UserStateRequest names the user whose state GetUserState reads.
+type UserStateRequest struct {
+	AppName string
+	UserID  string
+}
+
+// GetUserState returns the user-scoped state of (req.AppName, req.UserID),
+// keys without the "user:" prefix; empty when the user has none.
+func (s *Service) GetUserState(ctx context.Context, req *UserStateRequest) (map[string]any, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: GetUserState: nil request", ErrInvalidArgument)
+	}
+	appName, userID := req.AppName, req.UserID
 	if err := checkID("AppName", appName, MaxIDBytes); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,8 @@ func TestNilRequests(t *testing.T) {
 		"EndInvocation": func() error { return s.EndInvocation(ctx, nil, "i") },
 		"ValidateEvent": func() error { return s.ValidateEvent(nil) },
 		"InjectState":   func() error { _, err := InjectState(ctx, "{k}", nil); return err },
+		"GetUserState":  func() error { _, err := s.GetUserState(ctx, nil); return err },
+		"Prune":         func() error { _, err := s.Prune(ctx, nil); return err },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

@@ -91,7 +91,11 @@ const (
 //
 // It needs a database. On an error it returns what it did so far with
 // the error; running it again continues.
-func (s *Service) Prune(ctx context.Context, req PruneRequest) (*PruneSummary, error) {
+func (s *Service) Prune(ctx context.Context, r *PruneRequest) (*PruneSummary, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: Prune: nil request", ErrInvalidArgument)
+	}
+	req := *r // defaulted here, not in the caller's request
 	if err := req.check(); err != nil {
 		return nil, err
 	}

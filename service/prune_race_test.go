@@ -78,7 +78,7 @@ func TestPruneRaces(t *testing.T) {
 			require.ErrorIs(t, appendNew("z"), ErrNotFound, "append to a fenced session")
 		}
 	}
-	sum, err := svc.Prune(ctx, PruneRequest{IdleFor: 30 * 24 * time.Hour})
+	sum, err := svc.Prune(ctx, &PruneRequest{IdleFor: 30 * 24 * time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"read": 1, "fenced": 1}, stages)
 	require.Equal(t, [3]int64{1, 3, 3}, [3]int64{sum.Sessions, sum.Events, sum.Kept}, "sessions and events pruned (z), kept (w, x, y)")

@@ -127,7 +127,7 @@ func (r *retention) attempt(ctx context.Context) (bool, *PruneSummary, error) {
 			renewErr = err // a prune is safe alongside another: go on
 		}
 	}
-	sum, err := r.s.Prune(ctx, req)
+	sum, err := r.s.Prune(ctx, &req)
 	if ctx.Err() != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		err = errors.Join(err, r.s.cache.ReleasePruneLease(rctx, r.owner))

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // State key prefixes, checked in this order ("app:user:x" is the app key "user:x").
@@ -141,7 +142,7 @@ func pairsObject(pairs []cache.Pair) string {
 		} else {
 			b = append(b, ',')
 		}
-		b = append(appendJSONString(b, p.Key), ':')
+		b = append(eventjson.AppendString(b, p.Key, true), ':')
 		b = append(b, p.Value...)
 	}
 	return string(append(b, '}'))

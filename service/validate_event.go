@@ -91,7 +91,7 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 	for f, v := range ev.Actions.ArtifactDelta {
 		if v < -1 || v >= maxCount {
 			return nil, fmt.Errorf("%w: event.actions.artifactDelta%s: version %d, must be in [-1, 2^53) (-1: no version, as a rewind names it)",
-				ErrInvalidArgument, pathKey("", f), v)
+				ErrInvalidArgument, eventjson.PathKey(f), v)
 		}
 	}
 	delta, normalized, err := s.splitDelta("actions.stateDelta", ev.Actions.StateDelta)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/adksession/adksession/cache/eventjson"
 )
 
 // jsonScan looks for what Redis and the database would not hold alike in
@@ -325,31 +327,10 @@ func (s *jsonScan) path(field string) string {
 		if json.Unmarshal(s.b[f.key[0]:f.key[1]], &k) != nil {
 			k = string(s.b[f.key[0]+1 : f.key[1]-1])
 		}
-		p.WriteString(pathKey("", k))
+		p.WriteString(eventjson.PathKey(k))
 	}
 	if s.inKey {
 		p.WriteString(" (object key)")
 	}
 	return p.String()
-}
-
-// pathKey appends key k to a JSON path: .k for an ASCII identifier,
-// ["k"] otherwise.
-func pathKey(path, k string) string {
-	if plainKey(k) {
-		return path + "." + k
-	}
-	return fmt.Sprintf("%s[%q]", path, k)
-}
-
-// plainKey tells whether a key reads unambiguously after a dot: an ASCII
-// identifier.
-func plainKey(k string) bool {
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return k != ""
 }

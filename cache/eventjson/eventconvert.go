@@ -68,7 +68,7 @@ func (m *model) appendConverted(out, v []byte, dir direction) []byte {
 		if j > 0 {
 			out = append(out, ',')
 		}
-		out = append(appendJSONString(out, e.key), ':')
+		out = append(AppendString(out, e.key, false), ':')
 		if e.f == nil {
 			out = append(out, e.val...)
 		} else {
@@ -186,7 +186,7 @@ func (f *field) appendConverted(out, v []byte, dir direction) []byte {
 				out = append(out, ',')
 			}
 			if open == '{' {
-				out = append(appendJSONString(out, unquote(k)), ':')
+				out = append(AppendString(out, unquote(k), false), ':')
 			}
 			out = f.model.appendConverted(out, e, dir)
 		}

@@ -125,29 +125,7 @@ func appendMember(out, key, val []byte) []byte {
 }
 
 // jsonString encodes s as a JSON string without HTML escaping.
-func jsonString(s string) []byte { return appendJSONString(make([]byte, 0, len(s)+2), s) }
-
-// appendJSONString appends s to out as a JSON string without HTML escaping.
-func appendJSONString(out []byte, s string) []byte {
-	if plainASCII(s) {
-		return append(append(append(out, '"'), s...), '"')
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s) // a string always encodes
-	return append(out, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
-}
-
-// plainASCII reports whether s is printable ASCII with nothing to escape.
-func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
+func jsonString(s string) []byte { return AppendString(make([]byte, 0, len(s)+2), s, false) }
 
 // epochMillis formats t as epoch milliseconds, with up to three fractional
 // digits so that microseconds survive: 1700000000123.456.

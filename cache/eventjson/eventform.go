@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -296,7 +295,7 @@ func APIEvent(data []byte, valid bool, id, invocationID string, ts time.Time) ([
 	us := ts.UnixMicro()
 	for _, c := range []member{
 		{"id", jsonString(id)}, {"invocationId", jsonString(invocationID)},
-		{"timestamp", appendSeconds(nil, us)},
+		{"timestamp", AppendSeconds(nil, us)},
 	} {
 		if i := memberIndex(out, c.key); i >= 0 {
 			out[i].val = c.val
@@ -305,19 +304,4 @@ func APIEvent(data []byte, valid bool, id, invocationID string, ts time.Time) ([
 		}
 	}
 	return compact(writeObject(out)), nil
-}
-
-// appendSeconds appends us, a time in µs since the epoch, as seconds with
-// six decimals (ADK's float timestamp): 1700000000.000123.
-func appendSeconds(out []byte, us int64) []byte {
-	if us < 0 {
-		return fmt.Appendf(out, "%d.%06d", us/1e6, us%1e6) // as before for times before 1970
-	}
-	out = strconv.AppendInt(out, us/1e6, 10)
-	frac := us % 1e6
-	out = append(out, '.')
-	for d := int64(1e5); d > 0; d /= 10 {
-		out = append(out, byte('0'+frac/d%10))
-	}
-	return out
 }

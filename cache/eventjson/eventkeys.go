@@ -69,12 +69,12 @@ func (m *model) checkKeys(v []byte) (path, problem string) {
 		switch {
 		case f == nil && m.extra == renameExtra && !keptByRename(string(key)), f != nil && string(key) != f.api, dup,
 			m == eventModel && bytes.IndexByte(key, '_') >= 0:
-			path, problem = pathKey(string(key)), KeyProblem
+			path, problem = PathKey(string(key)), KeyProblem
 			return
 		}
 		if f != nil {
 			if p, why := f.checkKeys(val); why != "" {
-				path, problem = pathKey(string(key))+p, why
+				path, problem = PathKey(string(key))+p, why
 			}
 		}
 	})
@@ -109,17 +109,4 @@ func (f *field) checkKeys(v []byte) (string, string) {
 // it is.
 func keptByRename(k string) bool {
 	return alreadyCamel(k) || camel(snake(k)) == k
-}
-
-// pathKey is .k for a plain key, ["k"] otherwise.
-func pathKey(k string) string {
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; !(c == '_' || isAlnum(c)) || i == 0 && isDigit(c) {
-			return fmt.Sprintf("[%q]", k)
-		}
-	}
-	if k == "" {
-		return `[""]`
-	}
-	return "." + k
 }

@@ -107,7 +107,7 @@ func writeObject(ms []member) []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendJSONString(out, m.key)
+		out = AppendString(out, m.key, false)
 		out = append(out, ':')
 		out = append(out, m.val...)
 	}

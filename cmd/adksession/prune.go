@@ -59,7 +59,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			bar.Set(p.Examined)
 		}
 	}
-	sum, err := svc.Prune(ctx, req)
+	sum, err := svc.Prune(ctx, &req)
 	if bar != nil {
 		bar.Done()
 	}

@@ -19,8 +19,67 @@ import (
 	"strings"
 	"time"
 
+	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
 )
+
+// expectConflict records that the flush dead-letters event id of k as a
+// conflict (storedOverDB).
+func (d *driver) expectConflict(k sessKey, id string) {
+	d.conflictMu.Lock()
+	defer d.conflictMu.Unlock()
+	if d.conflicts == nil {
+		d.conflicts = map[sessKey]map[string]bool{}
+	}
+	if d.conflicts[k] == nil {
+		d.conflicts[k] = map[string]bool{}
+	}
+	d.conflicts[k][id] = true
+}
+
+// takeConflicts, after a complete flush, drops the dead letters of the
+// conflicts expected (expectConflict: an event stored under an id the
+// database holds for another, which the database keeps) and fails on any
+// other letter. A conflict letter is not retried (RetryDeadLetter refuses
+// it): checked here too.
+func (d *driver) takeConflicts(ctx context.Context) error {
+	svc := d.e.svcs[0]
+	var shards []service.ShardDeadLetters
+	err := faultRetry(ctx, func() (err error) {
+		shards, err = svc.DeadLetters(ctx, service.MaxDeadLettersListed)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("list dead letters: %w", err)
+	}
+	d.conflictMu.Lock()
+	defer d.conflictMu.Unlock()
+	for _, sh := range shards {
+		for _, l := range sh.Letters {
+			k := sessKey{App: l.AppName, User: l.UserID, SID: l.SessionID}
+			var rec struct {
+				EventID string `json:"event_id"`
+			}
+			_ = json.Unmarshal([]byte(l.Entry), &rec)
+			id := rec.EventID
+			want := fmt.Sprintf("event %s of session %s/%s/%s: %s", id, k.App, k.User, k.SID, persist.ReasonReusedID)
+			if !l.Conflict || l.Unit != "event" || l.Reason != want || !d.conflicts[k][id] {
+				return fmt.Errorf("after a flush: dead letter %s (%s) of %v: %s, want none but the conflicts of events stored again under an id the database holds",
+					l.ID, l.Unit, k, l.Reason)
+			}
+			if err := svc.RetryDeadLetter(ctx, sh.Shard, l.Entry); !errors.Is(err, service.ErrInvalidArgument) {
+				return fmt.Errorf("retry of the conflict letter of %s of %v: %v, want it refused", id, k, err)
+			}
+			err := faultRetry(ctx, func() error { return svc.DropDeadLetter(ctx, sh.Shard, l.Entry) })
+			if err != nil && !errors.Is(err, service.ErrNotFound) { // not found: a first attempt's reply was lost
+				return fmt.Errorf("drop the conflict letter of %s of %v: %w", id, k, err)
+			}
+			delete(d.conflicts[k], id)
+			d.hist.add("  conflict dead-lettered (the database keeps its own event): %s of %v, dropped", id, k)
+		}
+	}
+	return nil
+}
 
 func stateOf(s *service.Session) map[string]any {
 	out := map[string]any{}
@@ -227,6 +286,10 @@ func (d *driver) checkpoint(round int) {
 		return
 	}
 	d.m.flushed()
+	if err := d.takeConflicts(ctx); err != nil {
+		d.failf("checkpoint %d: %v", round, err)
+		return
+	}
 	if b, err := d.e.svcs[0].Backlog(ctx); err != nil || b.Entries != 0 || b.Dead != 0 {
 		d.failf("checkpoint %d: after a flush: backlog %+v (%v), want none and no dead letters", round, b, err)
 		return
@@ -419,7 +482,7 @@ func (d *driver) checkLists(ctx context.Context, rng *rand.Rand) []string {
 			if user == "" {
 				continue
 			}
-			got, err := d.e.svcs[rng.IntN(len(d.e.svcs))].GetUserState(ctx, app, user)
+			got, err := d.e.svcs[rng.IntN(len(d.e.svcs))].GetUserState(ctx, &service.UserStateRequest{AppName: app, UserID: user})
 			if err != nil {
 				return append(diffs, fmt.Sprintf("user state %q %q: %v", app, user, err))
 			}

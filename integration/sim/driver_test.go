@@ -59,6 +59,11 @@ type driver struct {
 	knownDup atomic.Int64
 	// dbDup: such retries that the copy had looked up in the database instead
 	dbDup atomic.Int64
+	// conflicts are the events stored again under an id the database holds
+	// for another event (storedOverDB of an idReuse): the flush
+	// dead-letters them, and a checkpoint takes only these (and drops them).
+	conflictMu sync.Mutex
+	conflicts  map[sessKey]map[string]bool
 	// holds, when set, answers copyHolds instead of Redis (the model's tests).
 	holds  func(k sessKey, id string) bool
 	counts [len(opNames)]atomic.Int64
@@ -352,19 +357,21 @@ func (c *client) create(o *op) {
 		c.log("already exists")
 	case c.faultErr(o, err):
 		if !exists {
-			c.pending = append(c.pending, &pending{op: o, key: k, kind: opCreate, since: before})
+			c.addPending(&pending{op: o, key: k, kind: opCreate, since: before})
 		}
 	case exists:
 		c.failf(o, "create of an existing session: %v, want ErrAlreadyExists", err)
 	case err != nil:
 		c.failf(o, "create: %v", err)
 	default:
-		c.adoptCreate(o, sl, resp.Session, before, false)
+		c.adoptCreate(o, sl, resp.Session, before, false, nil)
 	}
 }
 
-// adoptCreate records an acknowledged (or settled) create and checks the handle.
-func (c *client) adoptCreate(o *op, sl *slot, s *service.Session, before time.Time, lag bool) {
+// adoptCreate records an acknowledged (or settled) create and checks the
+// handle; lag: found stored by a settle (ErrAlreadyExists), raced: its keys
+// written since its first attempt (Model.racedSince).
+func (c *client) adoptCreate(o *op, sl *slot, s *service.Session, before time.Time, lag bool, raced map[string]any) {
 	d := c.d
 	k := sl.key
 	inc := s.LastUpdateTime().UnixMicro()
@@ -376,6 +383,7 @@ func (c *client) adoptCreate(o *op, sl *slot, s *service.Session, before time.Ti
 		d.m.appMayLag(k.App, app)
 	}
 	d.m.created(k, inc, o.State)
+	d.m.mayReadAs(raced)
 	sl.addHandle(&handle{s: s, inc: inc})
 	c.log("created, incarnation %d", inc)
 	if s.Events().Len() != 0 {
@@ -494,7 +502,7 @@ func (c *client) deleteOp(o *op) {
 	err := d.e.svcs[o.Svc].Delete(ctx, &service.DeleteRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
 	switch {
 	case c.faultErr(o, err):
-		c.pending = append(c.pending, &pending{op: o, key: k, kind: opDelete})
+		c.addPending(&pending{op: o, key: k, kind: opDelete})
 	case err != nil:
 		c.failf(o, "delete: %v", err)
 	default:
@@ -523,6 +531,28 @@ type pending struct {
 	inv   string         // rewind: the invocation; end-invocation: the invocation
 	want  outcome        // what the model predicted (appends)
 	since time.Time
+	// writes: the acknowledged writes of the op's user and app keys when
+	// it became pending (Model.writesOf).
+	writes map[string]int
+}
+
+// delta is what p's operation sent to the user and app scopes (and more).
+func (p *pending) delta() map[string]any {
+	switch {
+	case p.kind == opCreate:
+		return p.op.State
+	case p.ev != nil:
+		return p.ev.Actions.StateDelta
+	}
+	return nil
+}
+
+// addPending leaves p to be settled; until it is, its user and app keys may
+// read as it sent them (Model.unsettled).
+func (c *client) addPending(p *pending) {
+	p.writes = c.d.m.writesOf(p.key, p.delta())
+	c.d.m.unsettled(p, p.key, p.delta())
+	c.pending = append(c.pending, p)
 }
 
 // settleAll tries every unsettled operation once, or, with block, until all
@@ -540,7 +570,9 @@ func (c *client) settleAll(block bool) {
 		for _, p := range current {
 			if !c.settle(p) {
 				left = append(left, p)
+				continue
 			}
+			c.d.m.settled(p)
 		}
 		c.pending = append(left, c.pending...)
 		left = c.pending
@@ -571,7 +603,7 @@ func (c *client) settle(p *pending) bool {
 			c.log("still failing: %v", err)
 			return false
 		case err == nil:
-			c.adoptCreate(o, c.slotOf(k), resp.Session, p.since, false)
+			c.adoptCreate(o, c.slotOf(k), resp.Session, p.since, false, nil)
 		case errors.Is(err, service.ErrAlreadyExists):
 			// The first attempt created it; its app: step may be done by the flusher only.
 			got, err := d.e.svcs[o.Svc].Get(ctx, &service.GetRequest{AppName: k.App, UserID: k.User, SessionID: k.SID})
@@ -583,7 +615,7 @@ func (c *client) settle(p *pending) bool {
 				c.failf(o, "settle create: get: %v", err)
 				return true
 			}
-			c.adoptCreate(o, c.slotOf(k), got.Session, p.since, true)
+			c.adoptCreate(o, c.slotOf(k), got.Session, p.since, true, d.m.racedSince(k, o.State, p.writes))
 		default:
 			c.failf(o, "settle create: %v", err)
 		}

@@ -296,11 +296,20 @@ type Model struct {
 	// database since a regression, with the values they may read as (absent{}
 	// among them), in Redis and in the database, until they are written again.
 	Loose map[string][]any
+	// Unsettled: the user and app keys (written keys) of each operation not
+	// settled yet (its call failed on a fault), with the values it sent: the
+	// call may have taken effect, and they may read so, to its own client
+	// too, until it is settled (Model.unsettled).
+	Unsettled map[any]map[string]any
+	// Writes: how many acknowledged writes each user and app key (written
+	// key) has had (Model.racedSince).
+	Writes map[string]int
 }
 
 func newModel() *Model {
 	return &Model{Sessions: map[sessKey]*mSession{}, Users: map[userKey]map[string]any{},
-		Apps: map[string]map[string]any{}, AppPending: map[string]map[string][]any{}, Written: map[string][]any{}, Loose: map[string][]any{}}
+		Apps: map[string]map[string]any{}, AppPending: map[string]map[string][]any{}, Written: map[string][]any{}, Loose: map[string][]any{},
+		Unsettled: map[any]map[string]any{}, Writes: map[string]int{}}
 }
 
 func writtenKey(k sessKey, key string) string {
@@ -337,10 +346,103 @@ func (m *Model) applyScoped(k sessKey, user, app map[string]any) {
 	// A key written again after a regression reads exactly again: the
 	// database's state with each acknowledged delta applied (key by key).
 	for key := range user {
-		delete(m.Loose, "user/"+k.App+"/"+k.User+"/"+key)
+		w := "user/" + k.App + "/" + k.User + "/" + key
+		delete(m.Loose, w)
+		m.Writes[w]++
 	}
 	for key := range app {
-		delete(m.Loose, "app/"+k.App+"/"+key)
+		w := "app/" + k.App + "/" + key
+		delete(m.Loose, w)
+		m.Writes[w]++
+	}
+}
+
+// scopedKeys are the written keys of the user and app keys of delta, with
+// the values sent (as they read back).
+func scopedKeys(k sessKey, delta map[string]any) map[string]any {
+	out := map[string]any{}
+	for key, v := range delta {
+		if sc := scopeOf(key); sc == scopeApp || sc == scopeUser {
+			out[writtenKey(k, key)] = jsonRound(v)
+		}
+	}
+	return out
+}
+
+// unsettled: an operation (token) on k that sent delta failed on a fault
+// and is not settled yet. Its call may have been stored, and its user and
+// app keys written, by Redis or later by the flusher's repair of its app:
+// step (standalone concurrent seed 611470501151: a create's first attempt
+// stored the session and failed before its app: step, the repair applied
+// it, and a Get of another session of the same client read its value while
+// the settle's retries still failed). Until settled, those keys may read as
+// its values, to its own client too.
+func (m *Model) unsettled(token any, k sessKey, delta map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if keys := scopedKeys(k, delta); len(keys) > 0 {
+		m.Unsettled[token] = keys
+	}
+}
+
+// settled: the operation of token is settled (its outcome is in the model).
+func (m *Model) settled(token any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.Unsettled, token)
+}
+
+// writesOf is the count of acknowledged writes of each user and app key of
+// delta (to pass to racedSince).
+func (m *Model) writesOf(k sessKey, delta map[string]any) map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for w := range scopedKeys(k, delta) {
+		out[w] = m.Writes[w]
+	}
+	return out
+}
+
+// racedSince: the user and app keys of delta that had an acknowledged write
+// since writes (writesOf) was taken, with the model's value of each now.
+// An operation that failed and is then found stored (a create answered
+// ErrAlreadyExists, an event found in its session) was stored by one of its
+// attempts: the first, before those writes (so they win: its user: keys
+// went in with the session's step, its app: step's order number is lower),
+// or a later one, after them (its app: step's number is higher). Either may
+// read, in Redis and in the database, until the key is written again: pass
+// the result to mayReadAs once the operation is recorded.
+func (m *Model) racedSince(k sessKey, delta map[string]any, writes map[string]int) map[string]any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]any{}
+	for key := range delta {
+		w := writtenKey(k, key)
+		n, ok := writes[w]
+		if !ok || m.Writes[w] == n {
+			continue
+		}
+		cur, name := m.Apps[k.App], strings.TrimPrefix(key, appPrefix)
+		if scopeOf(key) == scopeUser {
+			cur, name = m.Users[userKey{k.App, k.User}], strings.TrimPrefix(key, userPrefix)
+		}
+		v, ok := cur[name]
+		if !ok {
+			v = absent{}
+		}
+		out[w] = v
+	}
+	return out
+}
+
+// mayReadAs: each written key of was may also read as its value (racedSince),
+// until it is written again.
+func (m *Model) mayReadAs(was map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for w, v := range was {
+		m.Loose[w] = append(m.Loose[w], v)
 	}
 }
 
@@ -741,10 +843,16 @@ func (m *Model) looseOK(k sessKey, key string, g any, present bool, me int, owne
 }
 
 // looseValue tells whether written key w is loose and may read as g (or,
-// not present, as absent). Called with m.mu held.
+// not present, as absent), or holds g as the value an unsettled operation
+// sent (Model.unsettled). Called with m.mu held.
 func (m *Model) looseValue(w string, g any, present bool) bool {
 	for _, v := range m.Loose[w] {
 		if _, gone := v.(absent); gone && !present || present && reflect.DeepEqual(v, g) {
+			return true
+		}
+	}
+	for _, keys := range m.Unsettled {
+		if v, ok := keys[w]; ok && present && reflect.DeepEqual(v, g) {
 			return true
 		}
 	}

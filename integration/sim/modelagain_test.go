@@ -49,6 +49,7 @@ func TestModelStoredAgainOverDB(t *testing.T) {
 	c.record(&op{}, c.slots[0], h, p, retry, got, time.Now())
 	require.Empty(t, d.failed)
 	require.EqualValues(t, 1, d.knownDup.Load())
+	require.Empty(t, d.conflicts, "a retry: no dead letter expected")
 
 	s = d.m.session(k)
 	require.Equal(t, []string{"e1"}, ids(s.View), "the copy's view holds the event stored again")
@@ -62,6 +63,37 @@ func TestModelStoredAgainOverDB(t *testing.T) {
 	d.m.applyScoped(k, nil, map[string]any{"c0.z": "newer"})
 	require.NotEmpty(t, d.m.stateDiff(k, withSession(s, map[string]any{"app:c0.z": "old", "user:c0.u": "new"}), 0, true, ""),
 		"written again: exact")
+}
+
+// TestModelReusedIDOverDB: the id of an event the database holds, sent
+// with other content (idReuse) through Redis's older copy, which lacks it:
+// the copy stores it, and the flush keeps the database's event and
+// dead-letters this one, a conflict. The checkpoint expects exactly that
+// letter (takeConflicts); a retry (TestModelStoredAgainOverDB) expects none.
+func TestModelReusedIDOverDB(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	d, c := modelClient(k)
+	d.m.created(k, 1, nil)
+	first := &service.Event{ID: "e1", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
+	e1 := storedForm(first)
+	e1.Ts, e1.Sent = 100, first.Clone()
+	d.m.appended(k, e1, nil, nil, nil, time.Now())
+	d.m.flushed()
+	d.m.copyBehind(k, 0)
+
+	h := &handle{inc: 1}
+	reuse := &service.Event{ID: "e1", InvocationID: "inv-other", Author: "model"}
+	want, had := predict(d.m.session(k), h, reuse, false)
+	require.Equal(t, outcomeNames[outExists], outcomeNames[want])
+	got := reuse.Clone()
+	got.Timestamp = time.UnixMicro(200).UTC()
+	p, ok := c.answered(&op{}, c.alternatives(k, h, reuse, want, had, false), nil, reuse.ID, got)
+	require.True(t, ok)
+	require.True(t, p.viewOnly, "stored by the copy only")
+	c.record(&op{IDMode: idReuse}, c.slots[0], h, p, reuse, got, time.Now())
+	require.Empty(t, d.failed)
+	require.EqualValues(t, 1, d.knownDup.Load())
+	require.Equal(t, map[sessKey]map[string]bool{k: {"e1": true}}, d.conflicts, "its dead letter is expected")
 }
 
 // TestModelRetryLookedUpInDatabase: the same answer (the stored id and

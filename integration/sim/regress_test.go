@@ -896,7 +896,7 @@ func TestColdUserReadWhileNewerFlushed(t *testing.T) {
 	require.NoError(t, hookErr)
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"user:n": float64(2)}, stateOf(got.Session))
-	us, err := s.svc.GetUserState(ctx, "a", "u")
+	us, err := s.svc.GetUserState(ctx, &service.UserStateRequest{AppName: "a", UserID: "u"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"n": float64(2)}, us)
 }
@@ -941,7 +941,7 @@ func TestColdReadWhilePruned(t *testing.T) {
 	var pruned int64
 	var hookErr error
 	p.armBefore(redis.NewScript(lua.Hydrate).Hash(), func() {
-		sum, err := s.svc.Prune(ctx, service.PruneRequest{IdleFor: time.Microsecond, AppName: "a"})
+		sum, err := s.svc.Prune(ctx, &service.PruneRequest{IdleFor: time.Microsecond, AppName: "a"})
 		if hookErr = err; err == nil {
 			pruned = sum.Sessions
 			s.evictSession("a", "u", "s", false) // the fence, as an eviction would

@@ -240,7 +240,7 @@ func (s *soak) worker(w int, stop <-chan struct{}) {
 				ss.events++
 			}
 		default:
-			_, err := s.svc.GetUserState(ctx, k.App, k.User)
+			_, err := s.svc.GetUserState(ctx, &service.UserStateRequest{AppName: k.App, UserID: k.User})
 			s.failed(err)
 		}
 	}

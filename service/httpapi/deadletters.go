@@ -18,6 +18,9 @@ type deadLetterJSON struct {
 	Reason    string            `json:"reason"`
 	Time      float64           `json:"time"` // epoch seconds, 0 when unknown
 	Fields    map[string]string `json:"fields"`
+	// Conflict: an acknowledged event the database cannot take (retry
+	// refuses it; the entry holds the event).
+	Conflict bool `json:"conflict,omitempty"`
 }
 
 // deadLetters: GET /api/deadletters?limit=N (default 50): every shard's
@@ -49,7 +52,7 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) error {
 		out.Total += sh.Count
 		for i, d := range sh.Letters {
 			js.Letters[i] = deadLetterJSON{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: d.Kind, Unit: d.Unit, AppName: d.AppName, UserID: d.UserID,
-				SessionID: d.SessionID, Reason: d.Reason, Fields: d.Fields}
+				SessionID: d.SessionID, Reason: d.Reason, Fields: d.Fields, Conflict: d.Conflict}
 			if !d.Time.IsZero() {
 				js.Letters[i].Time = float64(d.Time.UnixMicro()) / 1e6
 			}

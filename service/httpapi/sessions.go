@@ -211,7 +211,7 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request) error {
 // userState: GET /apps/{app}/users/{user}/state answers the user-scoped
 // state, keys without the "user:" prefix.
 func (h *Handler) userState(w http.ResponseWriter, r *http.Request) error {
-	st, err := h.svc.GetUserState(r.Context(), r.PathValue("app"), r.PathValue("user"))
+	st, err := h.svc.GetUserState(r.Context(), &service.UserStateRequest{AppName: r.PathValue("app"), UserID: r.PathValue("user")})
 	if err != nil {
 		return err
 	}
