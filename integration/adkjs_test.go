@@ -247,4 +247,25 @@ func TestADKJSCompaction(t *testing.T) {
 	for i, want := range written.Session.Events {
 		require.Equal(t, want, again.Session.Events[i], "event %d as ADK JS reads it", i)
 	}
+
+	// The compacted view of ADK JS's rows, Redis holding only the newest
+	// two events: the walk over Postgres's indexes (migration 006, which are
+	// over event_data and so cover the rows ADK JS wrote) gives the view of
+	// the whole history, whether or not ADK JS's init() left them.
+	var left string
+	require.NoError(t, e.db.QueryRowContext(ctx, `SELECT coalesce(string_agg(indexname, ' ' ORDER BY indexname), '')
+FROM pg_indexes WHERE tablename = 'events' AND indexname LIKE 'adksession\_%'`).Scan(&left))
+	t.Logf("adksession's indexes after ADK JS's init(): %q", left)
+	cfg := e.cfg
+	cfg.MaxCachedEvents, cfg.DisableFlusher = 2, true
+	reader := e.open(cfg)
+	whole, err := reader.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: "theirs"})
+	require.NoError(t, err)
+	want := eventsJSON(t, service.CompactedView(eventsOf(whole.Session)))
+	require.Less(t, len(want), whole.Session.Events().Len(), "the view drops events")
+	k := e.sessionKeys(app, user, "theirs")
+	require.NoError(t, e.rdb.Del(ctx, k.Session, k.Events, k.Undo, k.Temp).Err())
+	view, err := reader.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: "theirs", Compacted: true})
+	require.NoError(t, err)
+	require.Equal(t, want, eventsJSON(t, eventsOf(view.Session)), "the cold view of ADK JS's rows")
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 )
 
@@ -27,21 +29,63 @@ const compactedHistory, compactedTail = 100000, 20
 // not grow with the history.
 func BenchmarkCompactedView(b *testing.B) {
 	svc, sid := filledSession(b, "compacted", func(svc *service.Service, created *service.Session) {
-		prefill(b, svc, created.ID(), compactedHistory-compactedTail-1)
-		ctx := context.Background()
-		resp, err := svc.Get(ctx, &service.GetRequest{AppName: historyApp, UserID: historyUser, SessionID: created.ID(), NumRecentEvents: 1})
-		require.NoError(b, err)
-		sess := resp.Session
-		compaction := &service.Event{InvocationID: "compaction", Author: "user", Actions: service.EventActions{Compaction: json.RawMessage(fmt.Sprintf(
-			`{"startTimestamp":%s,"endTimestamp":%s,"compactedContent":{"role":"model","parts":[{"text":"summary"}]}}`,
-			epochSeconds(created.LastUpdateTime()), epochSeconds(sess.Events().At(0).Timestamp)))}}
-		require.NoError(b, svc.AppendEvent(ctx, sess, compaction))
-		for i := range compactedTail {
-			require.NoError(b, svc.AppendEvent(ctx, sess, benchEvent(benchContent(), "inv-tail", i)))
-		}
+		fillCompacted(b, svc, created, compactedHistory)
 	})
+	benchViewVsWindow(b, svc, sid, nil)
+}
+
+// BenchmarkCompactedViewCold is BenchmarkCompactedView of a session Redis
+// lost before each read (its keys deleted, the timer stopped): both reads
+// are cold reads from Postgres, which put the session and its newest
+// MaxCachedEvents (1 000) events back into Redis; the view's older part is
+// read through Postgres's indexes (docs/design.md, "The compacted view",
+// "From the database"). -compacted.cold sets the history's length.
+func BenchmarkCompactedViewCold(b *testing.B) {
+	e := newWB(b, testenv.RedisURL(b), testenv.FreshDatabase(b), concurrentAppends)
+	ctx := context.Background()
+	created, err := e.svc.Create(ctx, &service.CreateRequest{AppName: historyApp, UserID: historyUser, SessionID: "cold"})
+	require.NoError(b, err)
+	start := time.Now()
+	fillCompacted(b, e.svc, created.Session, *coldHistory)
+	e.flush(e.svc)
+	b.Logf("filled and flushed %d events in %v", *coldHistory, time.Since(start).Round(time.Millisecond))
+	k := e.sessionKeys(historyApp, historyUser, "cold")
+	benchViewVsWindow(b, e.svc, "cold", func() {
+		b.StopTimer()
+		require.NoError(b, e.rdb.Del(ctx, k.Session, k.Events, k.Undo, k.Temp).Err())
+		b.StartTimer()
+	})
+}
+
+var coldHistory = flag.Int("compacted.cold", compactedHistory, "BenchmarkCompactedViewCold: events in the session")
+
+// fillCompacted appends to created n-compactedTail-1 benchmark events, a
+// compaction (ADK Python's form) covering them all and compactedTail events.
+func fillCompacted(b *testing.B, svc *service.Service, created *service.Session, n int) {
+	prefill(b, svc, created.ID(), n-compactedTail-1)
+	ctx := context.Background()
+	resp, err := svc.Get(ctx, &service.GetRequest{AppName: historyApp, UserID: historyUser, SessionID: created.ID(), NumRecentEvents: 1})
+	require.NoError(b, err)
+	sess := resp.Session
+	compaction := &service.Event{InvocationID: "compaction", Author: "user", Actions: service.EventActions{Compaction: json.RawMessage(fmt.Sprintf(
+		`{"startTimestamp":%s,"endTimestamp":%s,"compactedContent":{"role":"model","parts":[{"text":"summary"}]}}`,
+		epochSeconds(created.LastUpdateTime()), epochSeconds(sess.Events().At(0).Timestamp)))}}
+	require.NoError(b, svc.AppendEvent(ctx, sess, compaction))
+	for i := range compactedTail {
+		require.NoError(b, svc.AppendEvent(ctx, sess, benchEvent(benchContent(), "inv-tail", i)))
+	}
+}
+
+// benchViewVsWindow reads session sid of historyApp/historyUser as
+// Get{Compacted: true} and as Get{NumRecentEvents: compactedTail},
+// alternately, each after before (nil: nothing), and reports both means
+// (ms) and ratio = view ÷ window.
+func benchViewVsWindow(b *testing.B, svc *service.Service, sid string, before func()) {
 	ctx := context.Background()
 	read := func(req *service.GetRequest, want int, lat *[]time.Duration) *service.Session {
+		if before != nil {
+			before()
+		}
 		start := time.Now()
 		resp, err := svc.Get(ctx, req)
 		*lat = append(*lat, time.Since(start))

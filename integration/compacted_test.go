@@ -125,3 +125,83 @@ func eventsJSON(t testing.TB, events []*service.Event) []string {
 	}
 	return out
 }
+
+// TestGetCompactedColdReadsByIndex: the compacted view of a 3 000-event
+// session Redis lost, whose last compaction covers all but its last 20
+// events (one of which answers a call the compaction covers), is read
+// through Postgres's indexes (docs/design.md, "The compacted view", "From
+// the database"): the cold Get returns CompactedView of the whole history
+// (the compaction, the covered call, the 20 events), and the database sends
+// it the session's row, its state and the newest MaxCachedEvents events
+// (what the cold read puts back into Redis) and the few events the walk
+// reads: not the history.
+func TestGetCompactedColdReadsByIndex(t *testing.T) {
+	t.Parallel()
+	const app, user, sid = "app", "u", "long"
+	const n, tail, cached = 3000, 20, 50
+	base := testenv.FreshDatabase(t)
+	e := newWB(t, testenv.RedisURL(t), base, func(c *service.Config) { c.MaxCachedEvents = cached })
+	counter, viaCounter := startPGCounter(t, base)
+	cfg := e.cfg
+	cfg.DatabaseURL, cfg.DisableFlusher = viaCounter, true
+	reader := e.open(cfg)
+	ctx := wbCtx(t)
+	created, err := e.svc.Create(ctx, &service.CreateRequest{AppName: app, UserID: user, SessionID: sid})
+	require.NoError(t, err)
+	sess := created.Session
+	first := sess.LastUpdateTime() // the create time
+	add := func(inv, content string) {
+		t.Helper()
+		require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{InvocationID: inv, Author: "agent", Content: json.RawMessage(content)}))
+	}
+	call := func(id string) string {
+		return `{"role":"model","parts":[{"functionCall":{"id":"` + id + `","name":"f","args":{"x":1}}}]}`
+	}
+	answer := func(id string) string {
+		return `{"role":"user","parts":[{"functionResponse":{"id":"` + id + `","name":"f","response":{"ok":true}}}]}`
+	}
+	for i := range n - tail - 2 {
+		inv := fmt.Sprint("inv-", i/10)
+		switch i % 10 {
+		case 3:
+			add(inv, call(fmt.Sprint("c", i)))
+		case 4:
+			add(inv, answer(fmt.Sprint("c", i-1)))
+		default:
+			add(inv, fmt.Sprintf(`{"role":"model","parts":[{"text":"event %d"}]}`, i))
+		}
+	}
+	add("inv-open", call("open"))
+	last := sess.LastUpdateTime()
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{InvocationID: "compaction", Author: "user",
+		Actions: service.EventActions{Compaction: json.RawMessage(fmt.Sprintf(
+			`{"startTimestamp":%s,"endTimestamp":%s,"compactedContent":{"role":"model","parts":[{"text":"summary"}]}}`,
+			epochSeconds(first), epochSeconds(last)))}}))
+	add("inv-tail", answer("open"))
+	for i := range tail - 1 {
+		add("inv-tail", fmt.Sprintf(`{"role":"model","parts":[{"text":"tail %d"}]}`, i))
+	}
+	e.flush(e.svc)
+
+	whole, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid})
+	require.NoError(t, err)
+	history := eventsOf(whole.Session)
+	require.Len(t, history, n)
+	view := service.CompactedView(history)
+	require.Len(t, view, tail+2, "the covered call, the compaction, the 20 events")
+	want := eventsJSON(t, view)
+
+	k := e.sessionKeys(app, user, sid)
+	require.NoError(t, e.rdb.Del(ctx, k.Session, k.Events, k.Undo, k.Temp).Err())
+	counter.Reset()
+	got, err := reader.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
+	require.NoError(t, err)
+	require.Equal(t, want, eventsJSON(t, eventsOf(got.Session)), "the cold view is the warm one")
+	rows, statements := counter.Rows(), counter.Statements()
+	t.Logf("cold compacted Get of %d events: %d rows from the database in %d statements (%d events put back into Redis)",
+		n, rows, statements, cached)
+	require.Less(t, rows, int64(cached+2*tail), "the cold view reads the cached tail and the view's events, not the history")
+	again, err := reader.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
+	require.NoError(t, err)
+	require.Equal(t, want, eventsJSON(t, eventsOf(again.Session)), "read again, Redis holding the tail")
+}

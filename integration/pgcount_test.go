@@ -14,13 +14,15 @@ import (
 )
 
 // pgCounter is a TCP proxy in front of Postgres that counts the statements
-// its clients run: extended-protocol Execute ('E') and simple Query ('Q')
-// messages. Tests point a Service at it to prove how many queries a call
-// costs, whatever the code in between does.
+// its clients run (extended-protocol Execute ('E') and simple Query ('Q')
+// messages) and the rows the server returns (DataRow, 'D'). Tests point a
+// Service at it to prove how many queries a call costs and how many rows it
+// reads, whatever the code in between does.
 type pgCounter struct {
 	ln         net.Listener
 	target     string
 	statements atomic.Int64
+	rows       atomic.Int64
 	mu         sync.Mutex
 	conns      []net.Conn
 }
@@ -44,8 +46,12 @@ func startPGCounter(t testing.TB, dbURL string) (*pgCounter, string) {
 // Statements returns the number of statements run since the last Reset.
 func (p *pgCounter) Statements() int64 { return p.statements.Load() }
 
-// Reset sets the count to zero.
-func (p *pgCounter) Reset() { p.statements.Store(0) }
+// Rows returns the number of rows the server sent (DataRow messages) since
+// the last Reset.
+func (p *pgCounter) Rows() int64 { return p.rows.Load() }
+
+// Reset sets the counts to zero.
+func (p *pgCounter) Reset() { p.statements.Store(0); p.rows.Store(0) }
 
 func (p *pgCounter) accept() {
 	for {
@@ -62,7 +68,7 @@ func (p *pgCounter) accept() {
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		go func() {
-			io.Copy(c, s)
+			p.back(c, s)
 			c.Close()
 		}()
 		go func() {
@@ -88,6 +94,23 @@ func (p *pgCounter) forward(dst io.Writer, src io.Reader) {
 		}
 		if head[0] == 'E' || head[0] == 'Q' {
 			p.statements.Add(1)
+		}
+		if err := copyBody(dst, src, head[:], binary.BigEndian.Uint32(head[1:])); err != nil {
+			return
+		}
+	}
+}
+
+// back copies server messages to the client, counting rows ('D'). Every
+// server message has a type byte (the counter refuses TLS).
+func (p *pgCounter) back(dst io.Writer, src io.Reader) {
+	var head [5]byte
+	for {
+		if _, err := io.ReadFull(src, head[:]); err != nil {
+			return
+		}
+		if head[0] == 'D' {
+			p.rows.Add(1)
 		}
 		if err := copyBody(dst, src, head[:], binary.BigEndian.Uint32(head[1:])); err != nil {
 			return

@@ -60,7 +60,32 @@ func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, err
 	if err := l.completeApp(ctx, a.App, snap); err != nil {
 		return nil, err
 	}
-	return snap, l.olderEvents(ctx, a, snap)
+	if a.Compacted && !snap.Indexed && l.ViewIndexed() {
+		return snap, nil // the caller walks the database's indexes (ViewEvents), or reads the rest (OlderEvents)
+	}
+	return snap, l.OlderEvents(ctx, a, snap)
+}
+
+// ViewIndexed reports whether the database answers ViewEvents from indexes
+// (persist.Store.ViewIndexed): then Get leaves the events older than the
+// cached tail of a compacted read without the compaction index to the
+// caller.
+func (l *Loader) ViewIndexed() bool { return l.opts.DB != nil && l.opts.DB.ViewIndexed() }
+
+// ViewEvents reads from the database the events of session a that q names
+// (persist.Store.LoadViewEvents), oldest first, as records without seqs.
+func (l *Loader) ViewEvents(ctx context.Context, a cache.GetArgs, q persist.ViewQuery) ([]cache.EventRecord, error) {
+	rows, err := l.opts.DB.LoadViewEvents(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, q)
+	if err != nil {
+		return nil, err
+	}
+	return records(rows)
+}
+
+// EventsIn reads from the database the events of session a within ranges
+// (persist.Store.LoadEventsAt), oldest first, as records without seqs.
+func (l *Loader) EventsIn(ctx context.Context, a cache.GetArgs, ranges []persist.TimeRange) ([]cache.EventRecord, error) {
+	return l.eventsAt(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, nil, ranges)
 }
 
 // completeApp fills in the app state when Redis has lost it.
@@ -76,9 +101,9 @@ func (l *Loader) completeApp(ctx context.Context, app string, snap *cache.Snapsh
 	return err
 }
 
-// olderEvents adds events older than the cached tail when the window
-// reaches past it.
-func (l *Loader) olderEvents(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) error {
+// OlderEvents adds events older than the cached tail when the window
+// reaches past it (all of them for a compacted read without the index).
+func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) error {
 	if l.opts.DB == nil || snap.First <= 1 || snap.Indexed {
 		return nil
 	}

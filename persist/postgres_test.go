@@ -16,7 +16,8 @@ import (
 // databases that ADK Python or ADK JS created, timestamptz columns.
 
 // pgDescription describes the ADK tables of a database: columns, keys,
-// indexes, triggers and the trigger function, as text lines.
+// indexes (but adksession's own, adksession_*), triggers and the trigger
+// function, as text lines.
 func pgDescription(t *testing.T, db rawDB) map[string][][]string {
 	const adkTables = `('adk_internal_metadata', 'app_states', 'user_states', 'sessions', 'events')`
 	return map[string][][]string{
@@ -31,7 +32,7 @@ JOIN information_schema.key_column_usage AS k USING (constraint_schema, constrai
 WHERE tc.table_schema = current_schema() AND tc.table_name IN `+adkTables+`
 GROUP BY 1, 2, 3 ORDER BY 1, 2`),
 		"indexes": queryStrings(t, db, `SELECT tablename, indexname, indexdef FROM pg_indexes
-WHERE schemaname = current_schema() AND tablename IN `+adkTables+` ORDER BY 1, 2`),
+WHERE schemaname = current_schema() AND tablename IN `+adkTables+` AND indexname NOT LIKE 'adksession\_%' ORDER BY 1, 2`),
 		"triggers": queryStrings(t, db, `SELECT event_object_table, trigger_name, event_manipulation, action_timing,
   action_orientation, action_statement
 FROM information_schema.triggers WHERE trigger_schema = current_schema() ORDER BY 1, 2`),
@@ -66,6 +67,10 @@ func TestPostgresSchemaIsTheReference(t *testing.T) {
 		t.Fatalf("reference description looks wrong: %v", want)
 	}
 	same(t, "ADK tables", pgDescription(t, s.db), want)
+	same(t, "adksession's indexes on ADK's tables (migration 006)", queryStrings(t, s.db, `SELECT tablename, indexname FROM pg_indexes
+WHERE schemaname = current_schema() AND tablename = 'events' AND indexname LIKE 'adksession\_%' ORDER BY 1, 2`),
+		[][]string{{"events", "adksession_events_answers"}, {"events", "adksession_events_calls"},
+			{"events", "adksession_events_invocation"}, {"events", "adksession_events_marked"}})
 	same(t, "ADK metadata", queryStrings(t, s.db, `SELECT key, value FROM adk_internal_metadata`),
 		queryStrings(t, ref, `SELECT key, value FROM adk_internal_metadata`))
 }

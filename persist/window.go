@@ -147,12 +147,5 @@ func (s *Store) LoadEventsAt(ctx context.Context, key SessionKey, at []time.Time
 	if err := sqlx.SelectContext(ctx, s.rd, &rows, query, args...); err != nil {
 		return nil, fmt.Errorf("load events of session %q by time: %w", key.SessionID, err)
 	}
-	out := make([]EventRow, 0, len(rows))
-	for i := range rows {
-		if i > 0 && rows[i].Timestamp.t.Equal(rows[i-1].Timestamp.t) && rows[i].ID == rows[i-1].ID {
-			continue // a point within a range
-		}
-		out = append(out, rows[i].event(s.d, key))
-	}
-	return out, nil
+	return s.distinctEvents(key, rows), nil // a point within a range comes twice
 }

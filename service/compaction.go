@@ -112,25 +112,7 @@ func pythonView(events []*Event, keep []bool) {
 	visible := markRewinds(events, keep)
 	keepScopeOrigins(events, keep)
 
-	// The compactions: the plain ones (no branch, no scope, a content ADK's
-	// filter keeps) cover; the others are kept and cover nothing.
-	var plain []compactionRange
-	for i, e := range events {
-		if !visible[i] {
-			continue
-		}
-		r, ok := pythonCompaction(e)
-		if !ok {
-			continue
-		}
-		r.seq = i
-		if _, scoped := isolationScope(e); scoped || e.Branch != "" || droppedByContent(e) {
-			keep[i] = true
-			continue
-		}
-		plain = append(plain, r)
-	}
-	kept := frontier(plain)
+	kept := frontier(plainCompactions(events, visible, keep))
 	for _, r := range kept {
 		keep[r.seq] = true
 	}
@@ -149,6 +131,29 @@ func pythonView(events []*Event, keep []bool) {
 		}
 	}
 	keepCallsOfResponses(events, visible, keep)
+}
+
+// plainCompactions returns the visible compactions that cover: the plain
+// ones (no branch, no scope, a content ADK's filter keeps). It marks the
+// others in keep: they are kept and cover nothing.
+func plainCompactions(events []*Event, visible, keep []bool) []compactionRange {
+	var plain []compactionRange
+	for i, e := range events {
+		if !visible[i] {
+			continue
+		}
+		r, ok := pythonCompaction(e)
+		if !ok {
+			continue
+		}
+		r.seq = i
+		if _, scoped := isolationScope(e); scoped || e.Branch != "" || droppedByContent(e) {
+			keep[i] = true
+			continue
+		}
+		plain = append(plain, r)
+	}
+	return plain
 }
 
 // markRewinds marks in keep the rewind events that act (no later rewind
@@ -263,20 +268,30 @@ func appendResponseIDs(ids []string, content json.RawMessage) []string {
 // compacted event and the others after its endTime (all others when its
 // endTime does not read as a time: getActiveEvents filters them itself).
 func jsView(events []*Event, keep []bool) {
-	last := -1
-	for i, e := range events {
-		if isJSCompacted(e) {
-			last = i
-		}
-	}
+	last, end, known := lastJSCompacted(events)
 	keep[last] = true
-	end, err := parseEpoch(events[last].Extra["endTime"])
-	known := err == nil && len(events[last].Extra["endTime"]) > 0
 	for i, e := range events {
 		if !isJSCompacted(e) && (!known || e.Timestamp.After(end)) {
 			keep[i] = true
 		}
 	}
+}
+
+// lastJSCompacted is the index of the last ADK JS compacted event of events
+// (-1: none) and its endTime; known is false when that does not read as a
+// time.
+func lastJSCompacted(events []*Event) (last int, end time.Time, known bool) {
+	last = -1
+	for i, e := range events {
+		if isJSCompacted(e) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return last, end, false
+	}
+	end, err := parseEpoch(events[last].Extra["endTime"])
+	return last, end, err == nil && len(events[last].Extra["endTime"]) > 0
 }
 
 // compactionRange is a compaction event's range in microseconds, both ends

@@ -32,9 +32,11 @@ type GetRequest struct {
 	// reads a superset of the view from the compaction index Redis keeps
 	// (O(log n + k) for the k events of that superset; the part older than
 	// the cached tail by time from the database) and selects the view in
-	// Go; a session Redis holds without the index (read back from the
-	// database, or forked) is read whole, O(n) for n events, and that read
-	// builds the index for the next ones.
+	// Go. Of a session Redis holds without the index and only in part (read
+	// back from the database) the older part is read through Postgres's
+	// indexes (O(log n + k) again, plus the cached tail); one Redis holds
+	// whole without it (a fork), or on SQLite, is read whole, O(n) for n
+	// events, and that read builds the index for the next ones.
 	Compacted bool
 }
 
@@ -81,6 +83,12 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 			snap, err = s.loader.Get(ctx, args)
 		}
 	}
+	var decoded []*Event
+	if err == nil && args.Compacted && !snap.Indexed && s.loader.ViewIndexed() {
+		// Without the index, the older part from the database's indexes
+		// (args.Compacted: not after the fallback above, which read it all).
+		decoded, err = s.viewFromDatabase(ctx, args, snap)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, err
@@ -88,7 +96,7 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 	}
 	if req.Compacted {
-		if snap.Events, err = s.compactedRecords(ctx, args, snap); err != nil {
+		if snap.Events, err = s.compactedRecords(ctx, args, snap, decoded); err != nil {
 			return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 		}
 	}
@@ -140,14 +148,17 @@ func answeredIDs(recs []cache.EventRecord) ([]string, error) {
 // holds: from the compaction index, a superset of the view; otherwise the
 // whole history, of which it then builds the index in Redis
 // (cache.BuildIndex), so that the next compacted read of the session is
-// the index's. The kept records are decoded again by the caller, on their
-// own: decoded events share one buffer (decodeEvents), and a handle showing
-// k events must not hold the n of the history.
-func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) ([]cache.EventRecord, error) {
+// the index's. events is snap.Events decoded, when the caller has them
+// (nil: decoded here). The kept records are decoded again by the caller, on
+// their own: decoded events share one buffer (decodeEvents), and a handle
+// showing k events must not hold the n of the history.
+func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot, events []*Event) ([]cache.EventRecord, error) {
 	recs := snap.Events
-	events, err := decodeEvents(recs)
-	if err != nil {
-		return nil, err
+	if events == nil {
+		var err error
+		if events, err = decodeEvents(recs); err != nil {
+			return nil, err
+		}
 	}
 	if !snap.Indexed && len(recs) > 0 && int64(len(recs)) == snap.Rev && recs[0].Seq == 1 {
 		idx := make([]cache.IndexedEvent, len(recs))
