@@ -112,10 +112,10 @@ local function compacted_events(events, undo, first)
       take(lo, nil)
       -- Each scope's first call with arguments (a scoped agent's first turn comes from it).
       local seqs = seqs_of(want)
+      local scopes = hmget_chunked(undo, fields_of('xs', seqs))
       for j = 1, #seqs do
-        local scope = redis.call('HGET', undo, 'xs' .. int(seqs[j]))
-        if scope then
-          local o = redis.call('HGET', undo, 'xo' .. scope)
+        if scopes[j] then
+          local o = redis.call('HGET', undo, 'xo' .. scopes[j])
           if o then
             add(o)
           end
@@ -124,8 +124,9 @@ local function compacted_events(events, undo, first)
     end
     -- The calls of every response read, and the answers to those calls.
     local seqs, ids = seqs_of(want), {}
+    local answers = hmget_chunked(undo, fields_of('xp', seqs))
     for j = 1, #seqs do
-      local v = index_values(redis.call('HGET', undo, 'xp' .. int(seqs[j])))
+      local v = index_values(answers[j])
       for m = 1, #v do
         ids[#ids + 1] = v[m]
       end

@@ -200,6 +200,15 @@ local function seqs_of(t)
   return out
 end
 
+-- fields_of is the field prefix .. seq of each of seqs, for one HMGET.
+local function fields_of(prefix, seqs)
+  local out = {}
+  for j = 1, #seqs do
+    out[j] = prefix .. int(seqs[j])
+  end
+  return out
+end
+
 -- index_calls adds (add(ref)) the events that call each response id of ids, and the events that answer the
 -- calls of those: what ADK's _recover_compacted_function_calls may put back.
 local function index_calls(undo, ids, add)
