@@ -97,12 +97,13 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	case err != nil:
 		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 	}
+	var kept []*Event
 	if req.Compacted {
-		if snap.Events, err = s.compactedRecords(ctx, args, snap, decoded); err != nil {
+		if snap.Events, kept, err = s.compactedRecords(ctx, args, snap, decoded); err != nil {
 			return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 		}
 	}
-	sess, err := sessionFromSnapshot(req.AppName, req.UserID, req.SessionID, snap)
+	sess, err := sessionFromEvents(req.AppName, req.UserID, req.SessionID, snap, kept)
 	if err != nil {
 		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
 	}
@@ -151,15 +152,18 @@ func answeredIDs(recs []cache.EventRecord) ([]string, error) {
 // whole history, of which it then builds the index in Redis
 // (cache.BuildIndex), so that the next compacted read of the session is
 // the index's. events is snap.Events decoded, when the caller has them
-// (nil: decoded here). The kept records are decoded again by the caller, on
-// their own: decoded events share one buffer (decodeEvents), and a handle
-// showing k events must not hold the n of the history.
-func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot, events []*Event) ([]cache.EventRecord, error) {
+// (nil: decoded here). It returns the kept events decoded too when they are
+// at least half of those decoded (from the index, the common case: the
+// superset is the view but for a few events); otherwise nil, and the caller
+// decodes the kept records again on their own: decoded events share one
+// buffer (decodeEvents), and a handle showing k events must not hold the n
+// of the history.
+func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot, events []*Event) ([]cache.EventRecord, []*Event, error) {
 	recs := snap.Events
 	if events == nil {
 		var err error
 		if events, err = decodeEvents(recs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !snap.Indexed {
@@ -172,7 +176,14 @@ func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *c
 	for i, j := range keep {
 		out[i] = recs[j]
 	}
-	return out, nil
+	if 2*len(keep) < len(events) {
+		return out, nil, nil
+	}
+	kept := make([]*Event, len(keep))
+	for i, j := range keep {
+		kept[i] = events[j]
+	}
+	return out, kept, nil
 }
 
 // errNotWhole: buildIndex was given part of a history.
@@ -194,13 +205,20 @@ func (s *Service) buildIndex(ctx context.Context, a cache.GetArgs, snap *cache.S
 
 // sessionFromSnapshot builds a handle from what the cache returned.
 func sessionFromSnapshot(app, user, sid string, snap *cache.Snapshot) (*Session, error) {
+	return sessionFromEvents(app, user, sid, snap, nil)
+}
+
+// sessionFromEvents builds a handle from what the cache returned, with
+// snap.Events decoded as events (nil: decoded here).
+func sessionFromEvents(app, user, sid string, snap *cache.Snapshot, events []*Event) (*Session, error) {
 	state, err := mergedState(snap)
 	if err != nil {
 		return nil, err
 	}
-	events, err := decodeEvents(snap.Events)
-	if err != nil {
-		return nil, err
+	if events == nil {
+		if events, err = decodeEvents(snap.Events); err != nil {
+			return nil, err
+		}
 	}
 	lastTs := snap.UpdateTime
 	if snap.Rev == 0 {
