@@ -272,16 +272,25 @@ func (m *manualFlusher) flushAllDuringPass(k sessKey) *service.Session {
 // waits; plain reads do not), runs meanwhile, after the batch was read from
 // Redis, then lets the batch commit and waits for the pass.
 func (m *manualFlusher) duringPass(k sessKey, meanwhile func()) {
+	m.t.Helper()
+	m.holdingRow(`SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`,
+		[]any{k.app, k.user, k.sid}, func(*sql.Tx) { meanwhile() })
+}
+
+// holdingRow runs a pass while a transaction of the test holds the row
+// lock lockSQL takes, runs meanwhile in that transaction once the pass
+// waits on it, then commits it and waits for the pass.
+func (m *manualFlusher) holdingRow(lockSQL string, args []any, meanwhile func(lock *sql.Tx)) {
 	t, e, ctx := m.t, m.e, wbCtx(m.t)
 	t.Helper()
 	lock, err := e.db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer lock.Rollback()
-	_, err = lock.ExecContext(ctx, `SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, k.app, k.user, k.sid)
+	_, err = lock.ExecContext(ctx, lockSQL, args...)
 	require.NoError(t, err)
 	passed := m.pass()
 	waitLockWaiter(t, e)
-	meanwhile()
+	meanwhile(lock)
 	require.NoError(t, lock.Commit())
 	require.NoError(t, <-passed)
 }
@@ -433,6 +442,18 @@ func TestTempAcrossReplacedCopy(t *testing.T) {
 // event's time.
 func adkAppend(t *testing.T, e *wbEnv, k sessKey, id string, j int, at time.Time) {
 	t.Helper()
+	adkAppendOn(t, e.db, k, id, j, at)
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// adkAppendOn is adkAppend through db (one transaction: ADK's, or the
+// test's holding a row lock).
+func adkAppendOn(t *testing.T, db execer, k sessKey, id string, j int, at time.Time) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	data := fmt.Sprintf(`{"invocation_id":"adk-inv","author":"agent","actions":{"state_delta":{"last":%d,"own-%s":%d,"user:last":%d,"user:own-%s":%d},`+
@@ -450,9 +471,42 @@ WHERE app_name = $1 AND user_id = $2 AND id = $3`, []any{k.app, k.user, k.sid, j
 		{`UPDATE user_states SET state = state || jsonb_build_object('last', $3::int, 'own-' || $4, $3::int), update_time = $5
 WHERE app_name = $1 AND user_id = $2`, []any{k.app, k.user, j, id, ts}},
 	} {
-		_, err := e.db.ExecContext(ctx, q.sql, q.args...)
+		_, err := db.ExecContext(ctx, q.sql, q.args...)
 		require.NoError(t, err)
 	}
+}
+
+// TestADKAppendDuringBatch: ADK appends to a session (its events row, then
+// UPDATE sessions and user_states, in one transaction, taking none of
+// adksession's locks) while a batch of the session is in flight. ADK's
+// transaction commits after the batch read the row's bookkeeping and before
+// it wrote the row: the batch, which had found the update_time it wrote
+// last, wrote its state and time over ADK's (ADK's keys lost, e5 stored
+// before ADK's e4, the row's rev not counting e4: simulation seed
+// 611470501151, where the session could then not be read back). The batch
+// must rebase onto ADK's row, whichever commits first. Here the test's
+// transaction holds the sessions row and makes ADK's append in it, the
+// batch waiting on it.
+func TestADKAppendDuringBatch(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	f := newManualFlusher(t, e)
+	k := sessKey{"app", "u", "s"}
+	sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+	for j := 1; j <= 3; j++ {
+		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+	}
+	f.drain()
+	behindEvent(t, e.svc, sess, "e5", 5)
+	f.holdingRow(`SELECT 1 FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3 FOR UPDATE`,
+		[]any{k.app, k.user, k.sid}, func(lock *sql.Tx) {
+			adkAppendOn(t, lock, k, "e4", 4, time.Now())
+		})
+	f.drain()
+	e.requireBehindRows(k, 5)
+	e.requireBehindGet(k, 5)
+	e.wipeNamespace()
+	e.requireBehindGet(k, 5)
 }
 
 // TestUserBehindDatabase: Redis comes back holding an older copy of a
@@ -1125,4 +1179,55 @@ func TestRebasedUserMarksLost(t *testing.T) {
 
 	m.drain()
 	e.requireUserState(k.app, k.user, map[string]any{"k": float64(1), "last": float64(2), "own-e2": float64(2), "y": float64(4)})
+}
+
+// TestADKWritesStateDuringRebase: a batch that rebases a user's state (its
+// session ADK appended to) or merges an app's reads the database's row and
+// writes it back with Redis's deltas; ADK's append to another session of the
+// user (UPDATE user_states), or an app: key it writes (UPDATE app_states),
+// committed between that read and the write was written over. The test's
+// transaction holds the row and makes ADK's write in it while the batch
+// waits on it; ADK's key must survive the flush.
+func TestADKWritesStateDuringRebase(t *testing.T) {
+	t.Parallel()
+	for _, scope := range []string{"user", "app"} {
+		t.Run(scope, func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+			f := newManualFlusher(t, e)
+			ctx := wbCtx(t)
+			k, other := sessKey{"app", "u", "s"}, sessKey{"app", "u", "s2"}
+			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+			e.create(e.svc, other.app, other.user, other.sid, nil)
+			for j := 1; j <= 3; j++ {
+				behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
+			}
+			f.drain()
+			ev := behindEv("e5", 5)
+			lockSQL, args := `SELECT 1 FROM app_states WHERE app_name = $1 FOR UPDATE`, []any{k.app}
+			meanwhile := func(lock *sql.Tx) {
+				_, err := lock.ExecContext(ctx, `UPDATE app_states SET state = state || '{"adk": 1}' WHERE app_name = $1`, k.app)
+				require.NoError(t, err)
+			}
+			if scope == "user" {
+				// ADK's e4 makes the batch rebase the session and its user.
+				adkAppend(t, e, k, "e4", 4, sess.LastUpdateTime().Add(time.Second))
+				lockSQL, args = `SELECT 1 FROM user_states WHERE app_name = $1 AND user_id = $2 FOR UPDATE`, []any{k.app, k.user}
+				meanwhile = func(lock *sql.Tx) { adkAppendOn(t, lock, other, "a1", 1, time.Now()) }
+			} else {
+				ev.Actions.StateDelta["app:x"] = 5
+			}
+			require.NoError(t, e.svc.AppendEvent(ctx, sess, ev))
+			f.holdingRow(lockSQL, args, meanwhile)
+			f.drain()
+			rows := readDB(t, e.db)
+			if scope == "user" {
+				us := rows.Users[[2]string{k.app, k.user}]
+				require.Equal(t, float64(1), us["own-a1"], "ADK's user key, written while the batch rebased the user")
+				e.requireBehindRows(k, 5)
+			} else {
+				require.Equal(t, map[string]any{"adk": float64(1), "x": float64(5)}, rows.Apps[k.app], "ADK's app key and the batch's")
+			}
+		})
+	}
 }

@@ -67,6 +67,9 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 			return nil, err
 		}
 	}
+	if err := s.lockSessionRows(ctx, tx, b); err != nil {
+		return nil, err
+	}
 	// The sessions of user writes no event carries: a rebase tells by
 	// their bookkeeping whether the database holds their change already.
 	for _, w := range b.UserWrites {
@@ -95,6 +98,24 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 		b.Outcome.Updated[u.Key] = u.UpdateTime
 	}
 	return p, nil
+}
+
+// lockSessionRows locks the sessions rows of b's upserts (on Postgres),
+// after the key locks and before their bookkeeping is read: ADK's append
+// takes none of adksession's locks, and one committed between the read of
+// a row's update_time and the batch's upsert of the row would be written
+// over as if adksession had written it last (simulation seed
+// 611470501151). A delete decides on the bookkeeping alone and overwrites
+// whatever ADK wrote, so its row is not locked here.
+func (s *Store) lockSessionRows(ctx context.Context, tx *sql.Tx, b *Batch) error {
+	if s.d.q.lockSessions == "" || len(b.Sessions) == 0 {
+		return nil
+	}
+	var apps, users, ids []string
+	for _, u := range b.Sessions {
+		apps, users, ids = append(apps, u.Key.AppName), append(users, u.Key.UserID), append(ids, u.Key.SessionID)
+	}
+	return s.exec(ctx, tx, "lock sessions rows", s.d.q.lockSessions, apps, users, ids)
 }
 
 // lockKey names a lock unambiguously: a kind letter, then each part

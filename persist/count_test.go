@@ -89,9 +89,10 @@ func TestApplyStatementCount(t *testing.T) {
 		ctx := context.Background()
 
 		must(t, cs.Apply(ctx, bigBatch(0)))
-		// Postgres: lock keys, read bookkeeping, sessions, events,
-		// bookkeeping, app {} rows, user {} rows. SQLite: the same, no locks.
-		want := map[string]int64{"postgres": 7, "sqlite": 6}[s.Dialect()]
+		// Postgres: lock keys, lock sessions rows, read bookkeeping,
+		// sessions, events, bookkeeping, app {} rows, user {} rows. SQLite:
+		// the same, no locks.
+		want := map[string]int64{"postgres": 8, "sqlite": 6}[s.Dialect()]
 		same(t, "statements for 500 events in 50 sessions", n.Load(), want)
 		same(t, "events", queryStrings(t, db, `SELECT count(*) FROM events`), [][]string{{"500"}})
 

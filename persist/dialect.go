@@ -39,7 +39,12 @@ type dialect struct {
 	tableExists string
 	// jsonb: event_data is a jsonb column, whose values are valid JSON.
 	jsonb bool
-	q     batchQueries
+	// forUpdate ends a read of a row the batch then writes: it locks the
+	// row against writers the batch's key locks do not hold off (ADK's),
+	// so that what the batch decides on is what it writes over ("" when
+	// the dialect's transactions already serialize).
+	forUpdate string
+	q         batchQueries
 }
 
 // batchQueries are the statements of Apply and Migrate, in the order Apply
@@ -47,6 +52,7 @@ type dialect struct {
 type batchQueries struct {
 	lockMigrations   string // "" when the dialect's transactions already serialize
 	lockKeys         string // "" when the dialect's transactions already serialize
+	lockSessions     string // "" when the dialect's transactions already serialize
 	readSessions     string
 	readStates       string
 	purgeSessions    string
@@ -58,6 +64,15 @@ type batchQueries struct {
 	ensureUserStates string
 	upsertUserStates string
 	trackStates      string
+}
+
+// lockRow is the locking clause of a read of table (its name or alias) in
+// a batch that then writes the rows read (forUpdate).
+func (d *dialect) lockRow(table string) string {
+	if d.forUpdate == "" {
+		return ""
+	}
+	return d.forUpdate + " OF " + table
 }
 
 // rebind turns the ? placeholders of a query built by hand into the

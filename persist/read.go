@@ -75,6 +75,13 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 	if ls.Events, err = s.loadEvents(ctx, tx, key, w, ls.Rev, 0); err != nil {
 		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
 	}
+	if n := len(ls.Events); n > 0 && ls.Events[n-1].Seq > ls.Rev {
+		// loadEvents found more events than the rev counts and numbered
+		// them by counting: the session's rev is theirs, or Redis would be
+		// handed a newest event above its rev (hydrate.lua refuses it:
+		// simulation seed 611470501151, a row ADK wrote to over a batch).
+		ls.Rev = ls.Events[n-1].Seq
+	}
 	return ls, nil
 }
 

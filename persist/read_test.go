@@ -126,3 +126,27 @@ func TestLoadNotFound(t *testing.T) {
 		}
 	})
 }
+
+// TestLoadSessionEventsAboveRev: a row whose events outnumber its rev while
+// its update_time is the one adksession wrote (an ADK append written over
+// by a batch that read the row before ADK committed: simulation seed
+// 611470501151) is served with the rev its events are numbered by.
+// hydrate.lua refused the newest event above the rev ("event 1 of 4 has
+// seq 1, want 0") and the session could not be read back.
+func TestLoadSessionEventsAboveRev(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := migrated(t, b)
+		ctx := context.Background()
+		k := skey("s1")
+		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 3)}})
+		_, err := s.db.Exec(s.d.rebind(`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data)
+VALUES (?, ?, ?, ?, 'adk-inv', ?, ?)`), eventID(inc1, 4), k.AppName, k.UserID, k.SessionID, formatTime(eventTime(inc1, 4)), `{"id":"adk"}`)
+		must(t, err)
+		for _, w := range []Window{{}, {NumRecentEvents: 4}, {NumRecentEvents: 10}} {
+			ls, err := s.LoadSession(ctx, k, w)
+			must(t, err)
+			same(t, "seqs", seqs(t, ls.Events), seqRange(1, 4))
+			same(t, "rev", ls.Rev, int64(4))
+		}
+	})
+}

@@ -301,7 +301,7 @@ func rebaseSession(u *SessionUpsert, t tracked, db *dbSession) SessionUpsert {
 func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSessions []SessionKey, k stateKey,
 	sessions map[SessionKey]tracked, states map[stateKey]int64) error {
 	var state stateColumn
-	err := tx.QueryRowContext(ctx, `SELECT state FROM user_states WHERE app_name = $1 AND user_id = $2`, k.app, k.user).Scan(&state)
+	err := tx.QueryRowContext(ctx, `SELECT state FROM user_states WHERE app_name = $1 AND user_id = $2`+d.lockRow("user_states"), k.app, k.user).Scan(&state)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("read user state to rebase: %w", err)
 	}
@@ -535,7 +535,7 @@ func (s *Store) mergeApps(ctx context.Context, tx *sql.Tx, b, out *Batch) (*Batc
 		var updated nullTime
 		err := tx.QueryRowContext(ctx, `SELECT a.state, a.update_time, t.rev, t.orders FROM app_states AS a
 LEFT JOIN adksession_states AS t ON t.app_name = a.app_name AND t.user_id = ''
-WHERE a.app_name = $1`, st.AppName).Scan(&state, &updated, &rev, &orders)
+WHERE a.app_name = $1`+s.d.lockRow("a"), st.AppName).Scan(&state, &updated, &rev, &orders)
 		if errors.Is(err, sql.ErrNoRows) {
 			out.AppStates = append(out.AppStates, snap) // the first snapshot of the app: written as it is
 			continue

@@ -15,6 +15,7 @@ var postgres = &dialect{
 	byteOrder:  ` COLLATE "C"`,
 	pairs:      `unnest($2::text[], $3::text[]) AS k(user_id, id)`,
 	migrations: "migrations/postgres",
+	forUpdate:  ` FOR NO KEY UPDATE`,
 	tableExists: `SELECT EXISTS (SELECT 1 FROM information_schema.tables
   WHERE table_schema = current_schema() AND table_name = $1)`,
 	q: batchQueries{
@@ -26,6 +27,17 @@ var postgres = &dialect{
 		lockKeys: `SELECT pg_advisory_xact_lock(h) FROM (
   SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h
 ) AS l`,
+		// The sessions rows of the batch's keys, locked in key order
+		// before their bookkeeping is read: a writer the advisory locks do
+		// not hold off (ADK's append: its events row, then UPDATE sessions)
+		// either commits before the read, which then sees its update_time,
+		// or waits for the batch's commit (docs/design.md, "Redis behind
+		// the database"). NO KEY UPDATE is the lock the batch's upsert takes
+		// anyway; it does not block the KEY SHARE of an events insert.
+		lockSessions: `SELECT count(*) FROM (SELECT 1 FROM sessions AS s
+JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_name, user_id, id)
+  ON s.app_name = k.app_name AND s.user_id = k.user_id AND s.id = k.id
+ORDER BY s.app_name, s.user_id, s.id FOR NO KEY UPDATE OF s) AS l`,
 		readSessions: `SELECT t.app_name, t.user_id, t.session_id, t.incarnation, t.rev, t.deleted, t.written_update, s.update_time
 FROM adksession_sessions AS t
 JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_name, user_id, session_id)
