@@ -205,26 +205,48 @@ func checkEvents(evs []*mEvent, got *service.Session, n int, after int64) []stri
 
 // readDiff compares a read of session k (window n, after; temp state of
 // inv) with the model: with any of the event lists it may answer
-// (mSession.views), events, state and update time. It returns the list it
-// matched (nil and the differences from the database's when none).
-func (m *Model) readDiff(k sessKey, s *mSession, got *service.Session, n int, after int64, me int, owned bool, inv string) ([]string, []*mEvent) {
+// (mSession.views), events, state and update time. It returns the lists it
+// matched (a window of recent events may match both; nil and the
+// differences from the database's when none).
+func (m *Model) readDiff(k sessKey, s *mSession, got *service.Session, n int, after int64, me int, owned bool, inv string) ([]string, [][]*mEvent) {
 	var first []string
+	var matched [][]*mEvent
 	for i, evs := range s.views() {
 		diffs := checkEvents(evs, got, n, after)
 		diffs = append(diffs, m.stateDiffOf(k, evs, stateOf(got), me, owned, inv)...)
 		if lu, want := got.LastUpdateTime().UnixMicro(), s.as(evs).updateTime(); lu != want {
 			diffs = append(diffs, fmt.Sprintf("LastUpdateTime %d, want %d", lu, want))
 		}
-		if len(diffs) == 0 {
-			return nil, evs
-		}
-		if i == 0 {
+		switch {
+		case len(diffs) == 0:
+			matched = append(matched, evs)
+		case i == 0:
 			first = diffs
-		} else {
+		default:
 			first = append(first, fmt.Sprintf("(nor Redis's older copy: %s)", strings.Join(diffs, "; ")))
 		}
 	}
+	if matched != nil {
+		return nil, matched
+	}
 	return first, nil
+}
+
+// readRev is the numbering a handle read as the views matched follows: the
+// fewest events. A read that matches Redis's older copy and the database's
+// events alike (a window of recent events both end with) may have come from
+// either; at the copy's numbering the handle is current to the copy and
+// stale to the database (alternatives allows both), as one that appended
+// to the copy is (adoptAppend). Standalone single seed 12266057155, op
+// #299: held at the database's numbering after a read of the copy, the
+// handle was taken as current once the ADK writer's flush had let the copy
+// go.
+func readRev(matched [][]*mEvent) int64 {
+	rev := int64(len(matched[0]))
+	for _, evs := range matched[1:] {
+		rev = min(rev, int64(len(evs)))
+	}
+	return rev
 }
 
 // userStateDiff compares GetUserState (keys without "user:") with the model.

@@ -455,7 +455,7 @@ func (c *client) fetch(o *op, sl *slot, n, afterMode, tempMode int) *handle {
 		return nil
 	}
 	c.log("got %d of %d events, rev %d", got.Events().Len(), len(s.Events), s.rev())
-	h := &handle{s: got, inc: s.Inc, rev: int64(len(matched))}
+	h := &handle{s: got, inc: s.Inc, rev: readRev(matched)}
 	sl.addHandle(h)
 	return h
 }

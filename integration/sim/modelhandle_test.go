@@ -18,14 +18,7 @@ import (
 // (cluster single seed 742397407673, op #175: the model held the handle
 // current in both views). The copy's view still finds it current.
 func TestModelHandleAfterBehindAppend(t *testing.T) {
-	k := sessKey{App: "a", User: "u", SID: "s"}
-	d, c := modelClient(k)
-	d.m.created(k, 1, nil)
-	for i := range 7 {
-		d.m.appended(k, &mEvent{ID: fmt.Sprintf("e%d", i+1), Inv: "inv", Ts: int64(10 + i)}, nil, nil, nil, time.Now())
-	}
-	d.m.flushed()
-	d.m.copyBehind(k, 6) // the database holds e7, Redis's copy does not
+	k, d, c := behindClient(7) // the database holds e7, Redis's copy does not
 
 	h := &handle{s: &service.Session{}, inc: 1, rev: 6} // read from the copy (a handle: not AppendTo)
 	sent := &service.Event{ID: "e8", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
@@ -38,4 +31,47 @@ func TestModelHandleAfterBehindAppend(t *testing.T) {
 	view, _ := predict(s.as(s.View), h, next, false)
 	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: the handle never saw e7")
 	require.Equal(t, outcomeNames[outAppend], outcomeNames[view], "the copy's view: the handle is current")
+}
+
+// TestModelHandleReadBehind: a read of a window of recent events that
+// Redis's older copy and the database's events both end with matches both
+// views, and may have come from the copy: the handle follows the copy's
+// numbering (readRev), stale to the database once the copy is let go,
+// current to the copy (standalone single seed 12266057155, op #299: held at
+// the database's numbering, the handle was taken as current after the ADK
+// writer's flush had let the copy go).
+func TestModelHandleReadBehind(t *testing.T) {
+	k, d, c := behindClient(4) // the database holds e4, Redis's copy does not
+	h := &handle{s: &service.Session{}, inc: 1, rev: 3}
+	for i := range 3 { // appended to the copy
+		id := fmt.Sprintf("e%d", i+5)
+		sent := &service.Event{ID: id, InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(int64(100 + i)).UTC()}
+		c.adoptAppend(&op{}, c.slots[0], h, sent, id, int64(100+i), time.Now(), true)
+	}
+	require.Empty(t, d.failed)
+
+	s := d.m.session(k)
+	views := s.views()
+	require.Len(t, views, 2)
+	require.Equal(t, ids(views[0][len(views[0])-2:]), ids(views[1][len(views[1])-2:]), "a read of the last 2 events matches both")
+	read := &handle{s: &service.Session{}, inc: 1, rev: readRev(views)}
+	next := &service.Event{ID: "e9", InvocationID: "inv", Author: "user"}
+	db, _ := predict(s, read, next, false)
+	view, _ := predict(s.as(s.View), read, next, false)
+	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: read from the copy, the handle never saw e4")
+	require.Equal(t, outcomeNames[outAppend], outcomeNames[view], "the copy's view: the handle is current")
+}
+
+// behindClient is a client of a session of n flushed events whose Redis
+// copy lacks the last (an RDB restart).
+func behindClient(n int) (sessKey, *driver, *client) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	d, c := modelClient(k)
+	d.m.created(k, 1, nil)
+	for i := range n {
+		d.m.appended(k, &mEvent{ID: fmt.Sprintf("e%d", i+1), Inv: "inv", Ts: int64(10 + i)}, nil, nil, nil, time.Now())
+	}
+	d.m.flushed()
+	d.m.copyBehind(k, n-1)
+	return k, d, c
 }
