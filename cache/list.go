@@ -150,12 +150,21 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 		max, skipEqual = strconv.FormatFloat(cur.Score, 'f', -1, 64), cur.Member
 	}
 	complete = true
+	// Each read is a transaction of its own, and the index may change
+	// between them: a read goes on from the last member the previous one
+	// returned, not from an offset (a session moved up out of the range
+	// in between would shift the offsets, and the members after it be
+	// skipped; found by the simulation, TestListUserWhileIndexChanges).
+	// Members at the bound's score come again first, newest id first.
 	var page []redis.Z
-	for offset := int64(0); len(page) < limit+1; {
+	var bound listCursor // the last member read, once again is set
+	again, atBound := false, 0
+	for len(page) < limit+1 {
+		count := int64(limit + 1 - len(page) + atBound)
 		tx := s.rdb.TxPipeline()
 		marker := tx.ZScore(ctx, k.UserIndex, IndexComplete)
 		rng := tx.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
-			Key: k.UserIndex, Start: max, Stop: "-inf", ByScore: true, Rev: true, Offset: offset, Count: int64(limit + 1),
+			Key: k.UserIndex, Start: max, Stop: "-inf", ByScore: true, Rev: true, Count: count,
 		})
 		if _, err := tx.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, "", false, fmt.Errorf("list user sessions: %w", err)
@@ -163,17 +172,30 @@ func (s *Store) ListUser(ctx context.Context, app, user, token string, limit int
 		complete = complete && marker.Err() == nil
 		zs := rng.Val()
 		for _, z := range zs {
-			// Members of equal score come in descending order; skip those
-			// the previous page returned, and the completeness marker.
-			if z.Member.(string) == IndexComplete || token != "" && z.Score == cur.Score && z.Member.(string) >= skipEqual {
+			// Skip the members the previous page returned, those an
+			// earlier read of this page returned, and the completeness
+			// marker.
+			m := z.Member.(string)
+			if m == IndexComplete || token != "" && z.Score == cur.Score && m >= skipEqual ||
+				again && z.Score == bound.Score && m >= bound.Member {
 				continue
 			}
 			page = append(page, z)
 		}
-		if len(zs) < limit+1 {
+		if int64(len(zs)) < count {
 			break
 		}
-		offset += int64(len(zs))
+		// The next read starts at the last member's score: it returns the
+		// members at that score this one did first again.
+		last := zs[len(zs)-1]
+		atBound = 0
+		for _, z := range zs {
+			if z.Score == last.Score {
+				atBound++
+			}
+		}
+		bound, again = listCursor{Score: last.Score, Member: last.Member.(string)}, true
+		max = strconv.FormatFloat(last.Score, 'f', -1, 64)
 	}
 	if len(page) > limit {
 		page = page[:limit]

@@ -11,10 +11,13 @@ package integration
 // and lists").
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/integration/testenv"
@@ -258,5 +261,99 @@ func TestListAfterBatchOverLostCopy(t *testing.T) {
 			}
 			require.Equal(t, e.listed(ka, kb), e.walk("app", "u", 1))
 		})
+	}
+}
+
+// afterReadHook runs fn once, after the first transaction that reads key
+// with ZRANGE once armed.
+type afterReadHook struct {
+	key   string
+	armed atomic.Bool
+	fn    func()
+}
+
+func (h *afterReadHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *afterReadHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *afterReadHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Name() == "zrange" && len(c.Args()) > 1 && c.Args()[1] == h.key && h.armed.CompareAndSwap(true, false) {
+				h.fn()
+				break
+			}
+		}
+		return err
+	}
+}
+
+// TestListUserWhileIndexChanges: a page of a user's listing takes more
+// than one read of the index when the members the previous page returned
+// fill the first; the index changes between them (a session listed before
+// moves up, out of the page's range). The walk still lists every session,
+// each once (found by the simulation: the second read went on at an
+// offset, and skipped the sessions the move shifted into it).
+func TestListUserWhileIndexChanges(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), "", nil)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var sessions []*service.Session
+	for i, sid := range []string{"c", "b", "a"} { // a newest
+		s := e.create(e.svc, "app", "u", sid, nil)
+		e.stampedEvent(s, sid+"1", base.Add(time.Duration(i)*time.Minute))
+		sessions = append(sessions, s)
+	}
+	hook := &afterReadHook{key: e.sessionKeys("app", "u", "").UserIndex}
+	hook.fn = func() { e.stampedEvent(sessions[2], "a2", base.Add(time.Hour)) } // a moves up
+	opt, err := redis.ParseURL(e.cfg.RedisURL)
+	require.NoError(t, err)
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(hook)
+	cfg := e.cfg
+	cfg.RedisURL, cfg.Redis = "", rdb
+	lister := e.open(cfg)
+
+	page := func(token string) ([]string, string) {
+		resp, err := lister.List(wbCtx(t), &service.ListRequest{AppName: "app", UserID: "u", PageSize: 1, PageToken: token})
+		require.NoError(t, err)
+		var ids []string
+		for _, s := range resp.Sessions {
+			ids = append(ids, s.ID())
+		}
+		return ids, resp.NextPageToken
+	}
+	listed, token := page("")
+	require.Equal(t, []string{"a"}, listed)
+	hook.armed.Store(true) // the second page's first read returns a (skipped) and b
+	for range 10 {
+		if token == "" {
+			break
+		}
+		var ids []string
+		ids, token = page(token)
+		listed = append(listed, ids...)
+	}
+	require.False(t, hook.armed.Load(), "a moved during the second page")
+	require.Equal(t, []string{"a", "b", "c"}, listed, "each session once, none skipped")
+}
+
+// TestListUserSameTimes: sessions updated at the same µs are listed by id,
+// descending, each once, in walks whose pages take several reads of the
+// index (the members at the bound's score come again first).
+func TestListUserSameTimes(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), "", nil)
+	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	ids := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6"}
+	var want []string
+	for i := len(ids) - 1; i >= 0; i-- {
+		s := e.create(e.svc, "app", "u", ids[i], nil)
+		e.stampedEvent(s, ids[i]+"e", at)
+		want = append(want, fmt.Sprintf("%s@%d", ids[i], at.UnixMicro()))
+	}
+	for _, size := range []int{1, 2, 3, 100} {
+		require.Equal(t, want, e.walk("app", "u", size), "pages of %d", size)
 	}
 }
