@@ -37,20 +37,7 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 	defer cancel()
 	svc, _ := openWithDatabase(ctx, t, "cview-", Config{MaxCachedEvents: 3, DisableFlusher: true})
 	flusher := svc.NewFlusher(nil)
-	flush := func() {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			b, err := svc.Backlog(ctx)
-			require.NoError(t, err)
-			if b.Entries == 0 {
-				return
-			}
-			_, err = flusher.RunOnce(ctx)
-			require.NoError(t, err)
-			require.True(t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
-		}
-	}
+	flush := func() { t.Helper(); drain(ctx, t, svc, flusher) }
 
 	indexed := func(sid, why string) {
 		t.Helper()
@@ -262,6 +249,22 @@ func TestCompactedViewWhenTheDatabaseMovedAnEvent(t *testing.T) {
 	require.Equal(t, ids(CompactedView(slices.Collect(whole.Session.Events().All()))), ids(slices.Collect(got.Session.Events().All())))
 }
 
+// drain runs flusher's passes until svc's backlog is empty (at most a
+// minute).
+func drain(ctx context.Context, t *testing.T, svc *Service, flusher *Flusher) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		b, err := svc.Backlog(ctx)
+		require.NoError(t, err)
+		if b.Entries == 0 {
+			return
+		}
+		_, err = flusher.RunOnce(ctx)
+		require.NoError(t, err)
+		require.True(t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
+	}
+}
+
 // openWithDatabase opens a service with cfg on the harness's Redis, in a
 // namespace of its own, and a fresh migrated Postgres database (its URL
 // returned); closed when t ends.
@@ -340,16 +343,7 @@ func TestCompactedViewFromTheFirstEvent(t *testing.T) {
 		for _, e := range evs {
 			require.NoError(t, svc.AppendEvent(ctx, created.Session, e))
 		}
-		for deadline := time.Now().Add(time.Minute); ; {
-			b, err := svc.Backlog(ctx)
-			require.NoError(t, err)
-			if b.Entries == 0 {
-				break
-			}
-			_, err = flusher.RunOnce(ctx)
-			require.NoError(t, err)
-			require.True(t, time.Now().Before(deadline), "the backlog did not drain in 60 s")
-		}
+		drain(ctx, t, svc, flusher)
 		snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
 		require.NoError(t, err)
 		require.True(t, snap.Indexed, "%s: the view is read from the index", sid)
