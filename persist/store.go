@@ -22,10 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	lite "modernc.org/sqlite" // also registers the "sqlite" driver
 )
 
 // ErrSchema reports a database whose schema is not the one this version of
@@ -79,7 +80,7 @@ func open(ctx context.Context, url string) (*Store, error) {
 	case "postgres", "postgresql":
 		s, err = openPostgres(url)
 	case "sqlite":
-		s, err = openSQLite(url)
+		s, err = openSQLite(ctx, url)
 	default:
 		return nil, fmt.Errorf("open database: unsupported URL scheme %q (want postgres:// or sqlite://)", scheme)
 	}
@@ -127,13 +128,17 @@ func openPostgres(url string) (*Store, error) {
 // 4 by default) plus cold reads.
 const pgIdleConns = 8
 
-func openSQLite(url string) (*Store, error) {
+func openSQLite(ctx context.Context, url string) (*Store, error) {
 	writer, reader, err := sqliteDSNs(url)
 	if err != nil {
 		return nil, err
 	}
 	db, err := sql.Open("sqlite", writer)
 	if err != nil {
+		return nil, err
+	}
+	if err := useWAL(ctx, db); err != nil {
+		db.Close()
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
@@ -147,15 +152,43 @@ func openSQLite(url string) (*Store, error) {
 }
 
 // sqliteDSNs returns the modernc.org/sqlite data source names of the writer
-// connection (WAL, transactions BEGIN IMMEDIATE) and of the read-only pool.
+// connection (transactions BEGIN IMMEDIATE) and of the read-only pool.
 func sqliteDSNs(url string) (writer, reader string, err error) {
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok || path == "" || strings.ContainsAny(path, "?#") {
 		return "", "", errors.New("want sqlite:///abs/path/file.db or sqlite://relative/file.db, without query parameters")
 	}
-	const pragmas = "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)"
-	return path + pragmas + "&_pragma=journal_mode(WAL)&_txlock=immediate", path + pragmas + "&_pragma=query_only(1)", nil
+	const pragmas = "?_pragma=busy_timeout(" + sqliteBusyMillis + ")&_pragma=foreign_keys(0)"
+	return path + pragmas + "&_txlock=immediate", path + pragmas + "&_pragma=query_only(1)", nil
 }
+
+// sqliteBusyMillis is how long a SQLite connection waits for another's lock.
+const sqliteBusyMillis = "10000"
+
+// useWAL puts the database file in WAL mode (the mode is kept in the file).
+// Switching a new file to WAL takes an exclusive lock for which SQLite does
+// not call the busy handler: a process opening the file while another
+// migrates it gets SQLITE_BUSY at once. So the switch is retried here, for
+// as long as the busy timeout, rather than set as a connection pragma.
+func useWAL(ctx context.Context, db *sql.DB) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		_, err := db.ExecContext(ctx, `PRAGMA journal_mode=WAL`)
+		var liteErr *lite.Error
+		if err == nil || !errors.As(err, &liteErr) || liteErr.Code()&0xff != sqliteBusy {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("switch to WAL mode: %w", err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of a lock not taken.
+const sqliteBusy = 5
 
 // OpenDB uses db, a handle the caller opened and configured (pool sizes,
 // TLS, tracing), instead of opening one; Close leaves it open. dialect
