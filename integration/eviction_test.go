@@ -134,7 +134,7 @@ func TestEvictionPolicyCluster(t *testing.T) {
 	for _, n := range cl.Nodes {
 		info, err := testenv.RespDo(n.Addr, "INFO", "replication")
 		require.NoError(t, err)
-		if strings.Contains(info, "role:master") {
+		if testenv.InfoField(info, "role") == "master" {
 			masters = append(masters, n.Addr)
 		}
 	}

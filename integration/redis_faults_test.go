@@ -392,7 +392,7 @@ func testClusterFailover(t *testing.T, waitReplicas int) {
 			asked = append(asked, time.Now())
 		}
 		info, err := testenv.RespDo(replica, "INFO", "replication")
-		return err == nil && strings.Contains(info, "role:master")
+		return err == nil && testenv.InfoField(info, "role") == "master"
 	})
 	switched = time.Since(asked[len(asked)-1])
 	atSwitch := map[sessKey]int{}

@@ -21,6 +21,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,12 +159,12 @@ func sqliteDSNs(url string) (writer, reader string, err error) {
 	if !ok || path == "" || strings.ContainsAny(path, "?#") {
 		return "", "", errors.New("want sqlite:///abs/path/file.db or sqlite://relative/file.db, without query parameters")
 	}
-	const pragmas = "?_pragma=busy_timeout(" + sqliteBusyMillis + ")&_pragma=foreign_keys(0)"
+	pragmas := "?_pragma=busy_timeout(" + strconv.FormatInt(sqliteBusyTimeout.Milliseconds(), 10) + ")&_pragma=foreign_keys(0)"
 	return path + pragmas + "&_txlock=immediate", path + pragmas + "&_pragma=query_only(1)", nil
 }
 
-// sqliteBusyMillis is how long a SQLite connection waits for another's lock.
-const sqliteBusyMillis = "10000"
+// sqliteBusyTimeout is how long a SQLite connection waits for another's lock.
+const sqliteBusyTimeout = 10 * time.Second
 
 // useWAL puts the database file in WAL mode (the mode is kept in the file).
 // Switching a new file to WAL takes an exclusive lock for which SQLite does
@@ -171,7 +172,7 @@ const sqliteBusyMillis = "10000"
 // migrates it gets SQLITE_BUSY at once. So the switch is retried here, for
 // as long as the busy timeout, rather than set as a connection pragma.
 func useWAL(ctx context.Context, db *sql.DB) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, sqliteBusyTimeout)
 	defer cancel()
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		_, err := db.ExecContext(ctx, `PRAGMA journal_mode=WAL`)

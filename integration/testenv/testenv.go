@@ -559,8 +559,8 @@ func (s *RedisServer) start() error {
 		// This very process, done loading its AOF or RDB (a server still
 		// loading answers INFO but refuses data commands with LOADING).
 		if info, err := RespDo(s.Addr, "INFO", "server"); err == nil &&
-			strings.Contains(info, fmt.Sprintf("process_id:%d\r", cmd.Process.Pid)) {
-			if p, err := RespDo(s.Addr, "INFO", "persistence"); err == nil && strings.Contains(p, "loading:0\r") {
+			InfoField(info, "process_id") == strconv.Itoa(cmd.Process.Pid) {
+			if p, err := RespDo(s.Addr, "INFO", "persistence"); err == nil && InfoField(p, "loading") == "0" {
 				return nil
 			}
 		}
@@ -604,7 +604,7 @@ func (s *RedisServer) Stop(t testing.TB) { t.Helper(); s.signal(syscall.SIGTERM)
 func (s *RedisServer) Kill(t testing.TB) { t.Helper(); s.kill() }
 
 // Start starts a stopped server again, same port, directory and options (so it reloads its AOF / RDB), and
-// waits until it answers.
+// waits until it has loaded them and serves data commands.
 func (s *RedisServer) Start(t testing.TB) {
 	t.Helper()
 	if err := s.start(); err != nil {
@@ -708,14 +708,14 @@ func (c *RedisCluster) unhealthy() string {
 		if err != nil {
 			return n.Addr + ": " + err.Error()
 		}
-		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+		if InfoField(info, "cluster_state") != "ok" || InfoField(info, "cluster_slots_ok") != "16384" {
 			return n.Addr + ": " + strings.ReplaceAll(firstLines(info, 3), "\r\n", " ")
 		}
 		repl, err := RespDo(n.Addr, "INFO", "replication")
 		if err != nil {
 			return n.Addr + ": " + err.Error()
 		}
-		if strings.Contains(repl, "role:master") {
+		if InfoField(repl, "role") == "master" {
 			masters++
 		} else {
 			replicas++
@@ -882,6 +882,17 @@ func tailFile(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// InfoField is the value of one field of an INFO (or CLUSTER INFO) reply, "" when it has none. Fields are
+// read by line: a substring test confuses fields that end alike ("loading:0" is also in "async_loading:0").
+func InfoField(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimRight(v, "\r\n")
+		}
+	}
+	return ""
 }
 
 // RespDo sends one command to a Redis server at addr over a fresh connection and returns the reply as a
