@@ -32,8 +32,9 @@ import (
 // Each is one index read: O(log n) plus the events read. Where the view is
 // the history (no compaction; an ADK JS endTime that does not read as a
 // time) it reads the whole history instead (loader.OlderEvents), as before.
-// The Redis index is not built (that takes every event): each compacted
-// read of the session walks the database again, O(log n + k) each time.
+// The walk builds no Redis index (that takes every event): Get asks for it
+// to be built in the background from the whole history (buildIndexLater),
+// and the compacted reads after that are the index's.
 func (s *Service) viewFromDatabase(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) ([]*Event, error) {
 	if snap.First <= 1 {
 		return nil, nil // Redis holds the whole history

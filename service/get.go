@@ -87,7 +87,9 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	if err == nil && args.Compacted && !snap.Indexed && s.loader.ViewIndexed() {
 		// Without the index, the older part from the database's indexes
 		// (args.Compacted: not after the fallback above, which read it all).
-		decoded, err = s.viewFromDatabase(ctx, args, snap)
+		if decoded, err = s.viewFromDatabase(ctx, args, snap); err == nil && decoded != nil {
+			s.buildIndexLater(args) // the walk built no index: the next reads are the index's
+		}
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -164,14 +166,10 @@ func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *c
 			return nil, nil, err
 		}
 	}
-	if !snap.Indexed && len(recs) > 0 && int64(len(recs)) == snap.Rev && recs[0].Seq == 1 {
-		idx := make([]cache.IndexedEvent, len(recs))
-		for i, e := range events {
-			idx[i] = cache.IndexedEvent{Ts: recs[i].Ts, InvocationID: e.InvocationID, Entry: compactionIndexEntry(e)}
-		}
+	if !snap.Indexed {
 		// A build that fails (the session moved on meanwhile, Redis is full)
 		// fails no read: a later read builds the index.
-		_ = s.cache.BuildIndex(ctx, a.App, a.User, a.SID, snap.Incarnation, snap.Rev, idx)
+		_ = s.buildIndex(ctx, a, snap, events)
 	}
 	keep := compactedViewIndexes(events)
 	out := make([]cache.EventRecord, len(keep))
@@ -186,6 +184,23 @@ func (s *Service) compactedRecords(ctx context.Context, a cache.GetArgs, snap *c
 		kept[i] = events[j]
 	}
 	return out, kept, nil
+}
+
+// errNotWhole: buildIndex was given part of a history.
+var errNotWhole = errors.New("not the whole history")
+
+// buildIndex builds in Redis the compaction index of the session snap holds
+// whole (events: its events decoded); errNotWhole when snap holds part.
+func (s *Service) buildIndex(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot, events []*Event) error {
+	recs := snap.Events
+	if len(recs) == 0 || int64(len(recs)) != snap.Rev || recs[0].Seq != 1 {
+		return errNotWhole
+	}
+	idx := make([]cache.IndexedEvent, len(recs))
+	for i, e := range events {
+		idx[i] = cache.IndexedEvent{Ts: recs[i].Ts, InvocationID: e.InvocationID, Entry: compactionIndexEntry(e)}
+	}
+	return s.cache.BuildIndex(ctx, a.App, a.User, a.SID, snap.Incarnation, snap.Rev, idx)
 }
 
 // sessionFromSnapshot builds a handle from what the cache returned.

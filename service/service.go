@@ -37,6 +37,8 @@ type Service struct {
 	// rows not deleted yet).
 	pruneHook func(stage string)
 	retention *retention // nil without Config.Retention
+	// indexBuilds: the compaction indexes built after a cold compacted read.
+	indexBuilds indexBuilds
 }
 
 // Open connects to Redis (and the database, whose schema must be migrated:
@@ -220,6 +222,7 @@ func (s *Service) Close(ctx context.Context) error {
 	if s.retention != nil {
 		s.retention.stop()
 	}
+	s.stopIndexBuilds()
 	if s.flusher != nil {
 		errs = append(errs, s.flusher.Stop(ctx))
 	}
