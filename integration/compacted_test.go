@@ -144,7 +144,12 @@ func TestGetCompactedColdReadsByIndex(t *testing.T) {
 	counter, viaCounter := startPGCounter(t, base)
 	cfg := e.cfg
 	cfg.DatabaseURL, cfg.DisableFlusher = viaCounter, true
+	// The walk's own reads: a build of the index would read the history
+	// meanwhile (the builder below has them on).
+	cfg.DisableIndexBuilds = true
 	reader := e.open(cfg)
+	cfg.DisableIndexBuilds = false
+	builder := e.open(cfg)
 	ctx := wbCtx(t)
 	created, err := e.svc.Create(ctx, &service.CreateRequest{AppName: app, UserID: user, SessionID: sid})
 	require.NoError(t, err)
@@ -204,4 +209,22 @@ func TestGetCompactedColdReadsByIndex(t *testing.T) {
 	again, err := reader.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
 	require.NoError(t, err)
 	require.Equal(t, want, eventsJSON(t, eventsOf(again.Session)), "read again, Redis holding the tail")
+	require.Empty(t, e.rdb.HGet(ctx, k.Undo, "xok").Val(), "no index built with DisableIndexBuilds")
+
+	// With builds on, the walk has the index built from the whole history in
+	// the background, and the next compacted read is the index's: the view
+	// lies in the cached tail, so it reads nothing from the database.
+	require.NoError(t, e.rdb.Del(ctx, k.Session, k.Events, k.Undo, k.Temp).Err())
+	walked, err := builder.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
+	require.NoError(t, err)
+	require.Equal(t, want, eventsJSON(t, eventsOf(walked.Session)), "the walk with builds on")
+	waitUntil(t, time.Minute, "the compaction index to be built", func() bool {
+		return e.rdb.HGet(ctx, k.Undo, "xok").Val() == "1"
+	})
+	counter.Reset()
+	indexed, err := builder.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
+	require.NoError(t, err)
+	require.Equal(t, want, eventsJSON(t, eventsOf(indexed.Session)), "the view from the built index")
+	t.Logf("compacted Get from the built index: %d rows from the database in %d statements", counter.Rows(), counter.Statements())
+	require.Zero(t, counter.Statements(), "the index's read asks the database nothing")
 }

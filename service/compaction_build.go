@@ -34,7 +34,7 @@ func (s *Service) buildIndexLater(a cache.GetArgs) {
 	b := &s.indexBuilds
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.running || b.closed {
+	if b.running || b.closed || s.cfg.DisableIndexBuilds {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), indexBuildTimeout)

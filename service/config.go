@@ -54,6 +54,17 @@ type Config struct {
 	// MaxCachedEvents is how many flushed events a session keeps in Redis
 	// (default 1000); older ones are read from the database.
 	MaxCachedEvents int
+	// DisableIndexBuilds keeps a compacted Get that found no compaction
+	// index in Redis (Redis lost the session, or holds only its tail) from
+	// having one built. Such a read walks the database's indexes, O(log n +
+	// k) for k events returned; by default it then has the index built in
+	// the background from the whole history (O(n) reads from the database,
+	// out of the read's path, one build at a time per Service), and the
+	// session's next compacted reads are the index's. Set this where those
+	// reads would weigh on the database after Redis lost many sessions at
+	// once: each compacted read of such a session then walks the
+	// database's indexes again.
+	DisableIndexBuilds bool
 	// MaxEventBytes caps the JSON size of one stored event, temp: keys
 	// removed from its delta (default 1 MiB).
 	MaxEventBytes int
