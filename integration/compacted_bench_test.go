@@ -41,7 +41,11 @@ func BenchmarkCompactedView(b *testing.B) {
 // read through Postgres's indexes (docs/design.md, "The compacted view",
 // "From the database"). -compacted.cold sets the history's length.
 func BenchmarkCompactedViewCold(b *testing.B) {
-	e := newWB(b, testenv.RedisURL(b), testenv.FreshDatabase(b), concurrentAppends)
+	// Builds off: every read is a walk, and no build of the index reads the
+	// history meanwhile (Config.DisableIndexBuilds).
+	e := newWB(b, testenv.RedisURL(b), testenv.FreshDatabase(b), func(c *service.Config) {
+		c.ConcurrentAppends, c.DisableIndexBuilds = true, true
+	})
 	ctx := context.Background()
 	created, err := e.svc.Create(ctx, &service.CreateRequest{AppName: historyApp, UserID: historyUser, SessionID: "cold"})
 	require.NoError(b, err)
