@@ -85,9 +85,9 @@ func (s *Store) UnfenceSessions(ctx context.Context, token string, refs []FenceR
 // session and state row a prune deleted (prune_user.lua), unless Redis
 // holds a session of theirs or a state revision not flushed. It reports,
 // per user, whether the keys are gone.
-func (s *Store) DropUsers(ctx context.Context, users [][2]string) ([]bool, error) {
+func (s *Store) DropUsers(ctx context.Context, users []StateOwner) ([]bool, error) {
 	cmds, err := s.pipelined(ctx, pruneUserScript, len(users), func(i int) ([]string, []any) {
-		app, user := users[i][0], users[i][1]
+		app, user := users[i].App, users[i].User
 		k := s.keys.Session(app, user, "")
 		return []string{k.User, k.UserIndex, k.AppIndex}, []any{user}
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/adksession/adksession/cache"
 )
 
 // DeadLetter is a change the flusher gave up on (the database refused it
@@ -56,9 +58,9 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]ShardDeadLetter
 		out[i] = ShardDeadLetters{Shard: sh.Shard, Count: sh.Count, Letters: make([]DeadLetter, len(sh.Letters))}
 		for j, d := range sh.Letters {
 			t, _ := time.Parse(time.RFC3339Nano, d.Time)
-			kind := map[string]string{"c": "create", "a": "append", "d": "delete"}[d.Fields["k"]]
-			if kind == "" {
-				kind = d.Fields["k"]
+			kind := d.Fields["k"]
+			if k, ok := cache.ParseChangeKind(kind); ok {
+				kind = k.String()
 			}
 			out[i].Letters[j] = DeadLetter{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: kind, Unit: d.Unit, Reason: d.Reason, Time: t,
 				AppName: d.Fields["a"], UserID: d.Fields["u"], SessionID: d.Fields["i"], Fields: d.Fields, Conflict: d.Conflict}

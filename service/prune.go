@@ -306,9 +306,9 @@ func (p *pruner) dropUsers(ctx context.Context) error {
 	if p.req.DryRun || len(gone) == 0 {
 		return nil
 	}
-	pairs := make([][2]string, len(gone))
+	pairs := make([]cache.StateOwner, len(gone))
 	for i, g := range gone {
-		pairs[i] = [2]string{g.AppName, g.UserID}
+		pairs[i] = cache.StateOwner{App: g.AppName, User: g.UserID}
 	}
 	_, err = p.s.cache.DropUsers(ctx, pairs)
 	return err
