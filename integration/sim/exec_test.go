@@ -270,8 +270,9 @@ func (d *driver) copyHolds(k sessKey, id string) bool {
 // stored as a new event by the copy, which lacks it (kept, by decision:
 // docs/simulation.md; a handle ahead of the copy is answered the stored
 // event): the model follows it, as an event of that copy only. One with
-// other content than the database's (idReuse) is dead-lettered at the
-// flush: the checkpoint expects its letter (expectConflict).
+// other content than the database's (idReuse, or an idForeign id the
+// database holds for this session too) is dead-lettered at the flush: the
+// checkpoint expects its letter (expectConflict).
 func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Event) {
 	e := storedForm(sent)
 	e.ID, e.Ts, e.Client, e.Sent = ev.ID, ev.Timestamp.UnixMicro(), c.id, sent.Clone()
@@ -281,12 +282,30 @@ func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Eve
 	c.d.m.storedAgain(k, user, app)
 	h.rev = int64(len(c.d.m.session(k).View)) // the handle follows the copy it appended to
 	c.d.knownDup.Add(1)
-	if o.IDMode == idReuse {
-		// Another event under the id of one the database holds: the flush
-		// keeps the database's and dead-letters this one (a conflict).
+	if o.IDMode == idReuse || c.d.m.otherInDB(k, sent) {
+		// Another event under the id of one the database holds (a reused
+		// id, or another session's that an earlier foreign append gave
+		// this one too): the flush keeps the database's and dead-letters
+		// this one (a conflict).
 		c.d.expectConflict(k, ev.ID)
 	}
 	c.log("known (kept): %s, held by the database, stored again by Redis's older copy at %d", ev.ID, e.Ts)
+}
+
+// otherInDB: the database's event of k under sent's id is not sent itself
+// (another event sent under that id, or one ADK wrote): a copy storing
+// sent again makes a conflict at the flush, not a duplicate.
+func (m *Model) otherInDB(k sessKey, sent *service.Event) bool {
+	s := m.session(k)
+	if s == nil {
+		return false
+	}
+	for _, e := range s.Events {
+		if e.ID == sent.ID {
+			return e.Sent == nil || !reflect.DeepEqual(e.Sent, sent)
+		}
+	}
+	return false
 }
 
 // pred is an answer the model allows an append, with the event it names.
