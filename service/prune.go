@@ -200,7 +200,7 @@ func (p *pruner) report(prog *PruneProgress) {
 // rows of those fenced that are still as read, lift the fence from the
 // others.
 func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) error {
-	p.stage("read")
+	p.stage(pruneRead)
 	refs := make([]cache.FenceRef, len(cands))
 	for i, c := range cands {
 		refs[i] = cache.FenceRef{App: c.Key.AppName, User: c.Key.UserID, SID: c.Key.SessionID, Incarnation: c.Incarnation, Rev: c.Rev}
@@ -223,7 +223,7 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 			p.sum.Kept++
 		}
 	}
-	p.stage("fenced")
+	p.stage(pruneFenced)
 	tctx, cancel := context.WithTimeout(ctx, pruneTxTimeout)
 	done, err := p.s.db.DeleteIdleSessions(tctx, fenced, p.req.DryRun)
 	cancel()
@@ -274,9 +274,20 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 	return nil
 }
 
-func (p *pruner) stage(name string) {
+// pruneStage is a point of a prune's batch that tests stop at
+// (Service.pruneHook).
+type pruneStage int
+
+const (
+	pruneRead   pruneStage = iota // the batch's candidates read, nothing fenced yet
+	pruneFenced                   // fenced in Redis, the rows not deleted yet
+)
+
+func (st pruneStage) String() string { return [...]string{"read", "fenced"}[st] }
+
+func (p *pruner) stage(st pruneStage) {
 	if h := p.s.pruneHook; h != nil {
-		h(name)
+		h(st)
 	}
 }
 

@@ -33,9 +33,8 @@ type Service struct {
 	flusher *persist.Flusher // nil without a database or with DisableFlusher
 	prunes  pruneStats
 	// pruneHook, set by tests of this package, runs at each stage of a
-	// prune's batch ("read": candidates read; "fenced": fenced in Redis,
-	// rows not deleted yet).
-	pruneHook func(stage string)
+	// prune's batch (pruneRead, pruneFenced).
+	pruneHook func(pruneStage)
 	retention *retention // nil without Config.Retention
 	// indexBuilds: the compaction indexes built after a cold compacted read.
 	indexBuilds indexBuilds
