@@ -127,7 +127,7 @@ func readForFlush(r FlushRef, h, user map[string]string, evs *redis.ZSliceCmd, c
 	}
 	snap := &Snapshot{}
 	if err := snap.parse(flatH, user, []any{}, nil); err != nil {
-		out.Err = fmt.Errorf("session %s: %w", r.SID, err)
+		out.Err = fmt.Errorf("%s: %w", SessionName(r.App, r.User, r.SID), err)
 		return out
 	}
 	out.Snap = snap

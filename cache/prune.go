@@ -55,7 +55,7 @@ func (s *Store) FenceSessions(ctx context.Context, token string, cutoff int64, t
 	for i, c := range cmds {
 		v, err := c.Slice()
 		if err != nil || len(v) == 0 {
-			return nil, fmt.Errorf("fence session %s: %v", refs[i].SID, err)
+			return nil, fmt.Errorf("fence %s: %v", SessionName(refs[i].App, refs[i].User, refs[i].SID), err)
 		}
 		switch code, _ := v[0].(int64); code {
 		case 1, 2:

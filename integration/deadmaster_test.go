@@ -308,10 +308,5 @@ func infoField(t testing.TB, addr, field string) string {
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
+	return testenv.InfoField(info, field)
 }

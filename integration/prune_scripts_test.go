@@ -118,7 +118,7 @@ func TestPruneScriptsKeepWhatIsPending(t *testing.T) {
 	}
 	drop := func() bool {
 		t.Helper()
-		ok, err := store.DropUsers(ctx, [][2]string{{"app", "u"}})
+		ok, err := store.DropUsers(ctx, []cache.StateOwner{{App: "app", User: "u"}})
 		require.NoError(t, err)
 		return ok[0]
 	}

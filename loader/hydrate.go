@@ -19,7 +19,7 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 			return cache.SessionError(cache.ErrNotFound, app, user, sid)
 		}
 		if err != nil {
-			return fmt.Errorf("load session %s from the database: %w", sid, err)
+			return fmt.Errorf("load %s from the database: %w", cache.SessionName(app, user, sid), err)
 		}
 		h := cache.HydrateArgs{
 			App: app, User: user, SID: sid, Incarnation: s.Incarnation,

@@ -122,7 +122,7 @@ func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	}
 	rows, err := l.opts.DB.LoadEvents(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, w, snap.First)
 	if err != nil {
-		return fmt.Errorf("load events of session %s from the database: %w", a.SID, err)
+		return fmt.Errorf("load events of %s from the database: %w", cache.SessionName(a.App, a.User, a.SID), err)
 	}
 	older, err := records(rows)
 	if err != nil {
@@ -225,7 +225,7 @@ func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []ca
 	}
 	rows, err := l.opts.DB.LoadEventsAt(ctx, key, at, ranges)
 	if err != nil {
-		return nil, fmt.Errorf("load events of session %s from the database: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load events of %s from the database: %w", cache.SessionName(key.AppName, key.UserID, key.SessionID), err)
 	}
 	recs, err := records(rows)
 	if err != nil {
@@ -241,8 +241,8 @@ func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []ca
 	if found != len(seqs) {
 		// The database's times are not Redis's (rows someone else wrote, or
 		// moved): the view is read from the whole history instead.
-		return nil, fmt.Errorf("load events of session %s from the database: %d of the %d events the compaction index names: %w",
-			key.SessionID, found, len(seqs), cache.ErrIncomplete)
+		return nil, fmt.Errorf("load events of %s from the database: %d of the %d events the compaction index names: %w",
+			cache.SessionName(key.AppName, key.UserID, key.SessionID), found, len(seqs), cache.ErrIncomplete)
 	}
 	return recs, nil
 }

@@ -3,6 +3,8 @@ package persist
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/adksession/adksession/cache"
 )
 
 // SessionKey names a session. Its db tags name the key columns of the
@@ -165,3 +167,6 @@ type VoidedCreate struct {
 	Key     SessionKey
 	Created time.Time
 }
+
+// String names the session in messages: "session <id> of app <app>, user <user>".
+func (k SessionKey) String() string { return cache.SessionName(k.AppName, k.UserID, k.SessionID) }

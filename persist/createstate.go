@@ -23,13 +23,13 @@ func (s *Store) LoadCreateState(ctx context.Context, key SessionKey, incarnation
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("load create-time state of session %q: %w", key.SessionID, err)
+		return nil, false, fmt.Errorf("load create-time state of %s: %w", key, err)
 	}
 	if !raw.Valid {
 		return nil, false, nil
 	}
 	if err := json.Unmarshal([]byte(raw.String), &state); err != nil {
-		return nil, false, fmt.Errorf("load create-time state of session %q: %w", key.SessionID, err)
+		return nil, false, fmt.Errorf("load create-time state of %s: %w", key, err)
 	}
 	return state, true, nil
 }

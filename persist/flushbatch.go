@@ -349,7 +349,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	if r.CreateState != "" {
 		if err := json.Unmarshal([]byte(r.CreateState), &up.CreateState); err != nil {
 			for _, c := range g.changes {
-				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of session %s: %v", ref.SID, err),
+				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of %s: %v", cache.SessionName(ref.App, ref.User, ref.SID), err),
 					map[string]any{"events_written": false})
 			}
 			return
@@ -381,7 +381,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		sb.events[g.key][e.Seq] = e.JSON
 	}
 	for _, e := range r.BadEvents {
-		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of session %s: %v", ref.SID, e.Err),
+		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", cache.SessionName(ref.App, ref.User, ref.SID), e.Err),
 			map[string]any{"member": e.Member})
 	}
 	// The row's revision is the last event the database holds after this
@@ -496,7 +496,7 @@ func (sb *shardBatch) rebased(o Outcome) {
 func eventRow(k SessionKey, e cache.EventRecord) (EventRow, error) {
 	id, inv, data, err := eventjson.StorageEvent([]byte(e.JSON))
 	if err != nil {
-		return EventRow{}, fmt.Errorf("event %d of session %s: %w", e.Seq, k.SessionID, err)
+		return EventRow{}, fmt.Errorf("event %d of %s: %w", e.Seq, k, err)
 	}
 	return EventRow{Key: k, ID: id, InvocationID: inv, Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data}, nil
 }

@@ -22,7 +22,7 @@ WHERE id = $1 AND app_name = $2 AND user_id = $3 AND session_id = $4`,
 		return nil, cache.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up event %q of session %q: %w", id, key.SessionID, err)
+		return nil, fmt.Errorf("look up event %q of %s: %w", id, key, err)
 	}
 	e := r.event(s.d, key)
 	return &e, nil

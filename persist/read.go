@@ -59,21 +59,21 @@ const sessionRevColumn = `COALESCE(t.rev, (SELECT count(*) FROM events AS e
 func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
-		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load %s: %w", key, err)
 	}
 	defer tx.Rollback()
 	ls, err := loadSessionRow(ctx, tx, key)
 	if err != nil {
-		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load %s: %w", key, err)
 	}
 	if ls.AppState, _, err = loadState(ctx, tx, appStateQuery, key.AppName); err != nil {
-		return nil, fmt.Errorf("load session %q: app state: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load %s: app state: %w", key, err)
 	}
 	if ls.UserState, _, err = loadState(ctx, tx, userStateQuery, key.AppName, key.UserID); err != nil {
-		return nil, fmt.Errorf("load session %q: user state: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load %s: user state: %w", key, err)
 	}
 	if ls.Events, err = s.loadEvents(ctx, tx, key, w, ls.Rev, 0); err != nil {
-		return nil, fmt.Errorf("load session %q: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load %s: %w", key, err)
 	}
 	if n := len(ls.Events); n > 0 && ls.Events[n-1].Seq > ls.Rev {
 		// loadEvents found more events than the rev counts and numbered
@@ -91,16 +91,16 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, beforeSeq int64) ([]EventRow, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
-		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load events of %s: %w", key, err)
 	}
 	defer tx.Rollback()
 	ls, err := loadSessionRow(ctx, tx, key)
 	if err != nil {
-		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load events of %s: %w", key, err)
 	}
 	events, err := s.loadEvents(ctx, tx, key, w, ls.Rev, beforeSeq)
 	if err != nil {
-		return nil, fmt.Errorf("load events of session %q: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load events of %s: %w", key, err)
 	}
 	return events, nil
 }

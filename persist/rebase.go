@@ -402,7 +402,7 @@ func eventAt(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, ts int
 WHERE app_name = ? AND user_id = ? AND session_id = ? AND "timestamp" >= ? AND "timestamp" <= ?`),
 		key.AppName, key.UserID, key.SessionID, at, at).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("read events of session %s to rebase its user: %w", key, err)
+		return false, fmt.Errorf("read events of %s to rebase its user: %w", key, err)
 	}
 	return n > 0, nil
 }
@@ -414,7 +414,7 @@ func readDBSession(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, 
 	var last nullTime
 	if err := tx.QueryRowContext(ctx, `SELECT count(*), max("timestamp") FROM events
 WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.UserID, key.SessionID).Scan(&db.count, &last); err != nil {
-		return nil, fmt.Errorf("read events of session %s to rebase: %w", key, err)
+		return nil, fmt.Errorf("read events of %s to rebase: %w", key, err)
 	}
 	db.last = last.t
 	var state stateColumn
@@ -422,7 +422,7 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 	err := tx.QueryRowContext(ctx, `SELECT state, update_time FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3`,
 		key.AppName, key.UserID, key.SessionID).Scan(&state, &updated)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("read session %s to rebase: %w", key, err)
+		return nil, fmt.Errorf("read %s to rebase: %w", key, err)
 	}
 	db.state, db.updated = state, updated.t
 	err = readHeld(ctx, tx, d, key, events, func(id string, at time.Time, data []byte) {
@@ -446,7 +446,7 @@ func readHeld(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, event
 		}
 		rows, err := tx.QueryContext(ctx, d.rebind(q), args...)
 		if err != nil {
-			return fmt.Errorf("read event ids of session %s: %w", key, err)
+			return fmt.Errorf("read event ids of %s: %w", key, err)
 		}
 		for rows.Next() {
 			var id string
@@ -454,13 +454,13 @@ func readHeld(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, event
 			var data []byte
 			if err := rows.Scan(&id, &at, &data); err != nil {
 				rows.Close()
-				return fmt.Errorf("read event ids of session %s: %w", key, err)
+				return fmt.Errorf("read event ids of %s: %w", key, err)
 			}
 			found(id, at.t, data)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read event ids of session %s: %w", key, err)
+			return fmt.Errorf("read event ids of %s: %w", key, err)
 		}
 	}
 	return nil

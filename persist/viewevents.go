@@ -94,7 +94,7 @@ func viewQuery(key SessionKey, q ViewQuery) (string, []any) {
 // events). Postgres only (ViewIndexed).
 func (s *Store) LoadViewEvents(ctx context.Context, key SessionKey, q ViewQuery) ([]EventRow, error) {
 	if s.d != postgres {
-		return nil, fmt.Errorf("load the compacted view's events of session %q: not on %s", key.SessionID, s.d.name)
+		return nil, fmt.Errorf("load the compacted view's events of %s: not on %s", key, s.d.name)
 	}
 	query, args := viewQuery(key, q)
 	if query == "" {
@@ -102,7 +102,7 @@ func (s *Store) LoadViewEvents(ctx context.Context, key SessionKey, q ViewQuery)
 	}
 	var rows []storedEvent
 	if err := sqlx.SelectContext(ctx, s.rd, &rows, query, args...); err != nil {
-		return nil, fmt.Errorf("load the compacted view's events of session %q: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load the compacted view's events of %s: %w", key, err)
 	}
 	return s.distinctEvents(key, rows), nil
 }

@@ -145,7 +145,7 @@ func (s *Store) LoadEventsAt(ctx context.Context, key SessionKey, at []time.Time
 	}
 	var rows []storedEvent
 	if err := sqlx.SelectContext(ctx, s.rd, &rows, query, args...); err != nil {
-		return nil, fmt.Errorf("load events of session %q by time: %w", key.SessionID, err)
+		return nil, fmt.Errorf("load events of %s by time: %w", key, err)
 	}
 	return s.distinctEvents(key, rows), nil // a point within a range comes twice
 }

@@ -47,7 +47,7 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 	for _, u := range sessions {
 		state, err := encodeState(u.State)
 		if err != nil {
-			return fmt.Errorf("%w: state of session %q: %w", ErrInvalidBatch, u.Key.SessionID, err)
+			return fmt.Errorf("%w: state of %s: %w", ErrInvalidBatch, u.Key, err)
 		}
 		c.add(0, u.Key.AppName).add(1, u.Key.UserID).add(2, u.Key.SessionID).addJSON(3, state).
 			add(4, formatTime(u.CreateTime)).add(5, formatTime(u.UpdateTime))
@@ -70,7 +70,7 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 		if cs, ok := creates[t.key]; ok && !t.deleted {
 			state, err := encodeState(cs)
 			if err != nil {
-				return fmt.Errorf("%w: create-time state of session %q: %w", ErrInvalidBatch, t.key.SessionID, err)
+				return fmt.Errorf("%w: create-time state of %s: %w", ErrInvalidBatch, t.key, err)
 			}
 			create = state
 		}
@@ -98,7 +98,7 @@ func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, p *plan, events []E
 	for _, e := range events {
 		data, err := eventjson.WithColumns(e.Data, e.ID, e.InvocationID, e.Timestamp)
 		if err != nil {
-			return fmt.Errorf("%w: event %q of session %q: %w", ErrInvalidBatch, e.ID, e.Key.SessionID, err)
+			return fmt.Errorf("%w: event %q of %s: %w", ErrInvalidBatch, e.ID, e.Key, err)
 		}
 		c.add(0, e.Key.AppName).add(1, e.Key.UserID).add(2, e.Key.SessionID).add(3, e.ID).
 			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).addJSON(6, string(data))

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"fmt"
+
+	"github.com/adksession/adksession/cache"
 )
 
 // DeleteRequest names a session to delete.
@@ -18,7 +20,7 @@ func (s *Service) Delete(ctx context.Context, req *DeleteRequest) error {
 		return err
 	}
 	if _, err := s.cache.Delete(ctx, req.AppName, req.UserID, req.SessionID); err != nil {
-		return fmt.Errorf("delete session %s: %w", req.SessionID, err)
+		return fmt.Errorf("delete %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	return nil
 }

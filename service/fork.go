@@ -99,7 +99,7 @@ func (s *Service) Fork(ctx context.Context, req *ForkRequest) (*ForkResponse, er
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("fork session %s to %s: %w", req.SessionID, nid, err)
+			return nil, fmt.Errorf("fork %s to %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), nid, err)
 		}
 	}
 }
@@ -114,7 +114,7 @@ func (s *Service) forked(ctx context.Context, req *ForkRequest, nid string) (*Fo
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("fork session %s to %s: stored, but it could not be read: %w", req.SessionID, nid, err)
+		return nil, fmt.Errorf("fork %s to %s: stored, but it could not be read: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), nid, err)
 	}
 	return &ForkResponse{Session: resp.Session}, nil
 }
@@ -129,7 +129,7 @@ func (s *Service) forkFromHistory(ctx context.Context, req *ForkRequest, createS
 	}
 	events, err := decodeEvents(snap.Events)
 	if err != nil {
-		return nil, fmt.Errorf("fork session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("fork %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	p := len(events)
 	if req.BeforeInvocationID != "" {
@@ -143,18 +143,18 @@ func (s *Service) forkFromHistory(ctx context.Context, req *ForkRequest, createS
 	}
 	then, err := stateBefore(base, events, p)
 	if err != nil {
-		return nil, fmt.Errorf("fork session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("fork %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	c := &cache.ForkHistory{Incarnation: snap.Incarnation, Events: snap.Events[:p:p]}
 	b, err := json.Marshal(base)
 	if err != nil {
-		return nil, fmt.Errorf("fork session %s: create-time state: %w", req.SessionID, err)
+		return nil, fmt.Errorf("fork %s: create-time state: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	c.CreateState = string(b)
 	for _, k := range sortedKeys(then) {
 		b, err := json.Marshal(then[k])
 		if err != nil {
-			return nil, fmt.Errorf("fork session %s: state %q: %w", req.SessionID, k, err)
+			return nil, fmt.Errorf("fork %s: state %q: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
 		}
 		c.State = append(c.State, cache.Pair{Key: k, Value: string(b)})
 	}

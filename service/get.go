@@ -95,17 +95,17 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	case errors.Is(err, ErrNotFound):
 		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("get %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	var kept []*Event
 	if req.Compacted {
 		if snap.Events, kept, err = s.compactedRecords(ctx, args, snap, decoded); err != nil {
-			return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
+			return nil, fmt.Errorf("get %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 		}
 	}
 	sess, err := sessionFromEvents(req.AppName, req.UserID, req.SessionID, snap, kept)
 	if err != nil {
-		return nil, fmt.Errorf("get session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("get %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	if len(snap.Temp) > 0 {
 		sess.tempInv = req.InvocationID

@@ -72,15 +72,15 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 	}
 	blob, err := json.Marshal(ev)
 	if err != nil {
-		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	head, tail, ok := bytes.Cut(blob, deltasMarker)
 	if !ok {
-		return nil, fmt.Errorf("rewind session %s: event JSON has no empty deltas: %s", req.SessionID, blob)
+		return nil, fmt.Errorf("rewind %s: event JSON has no empty deltas: %s", cache.SessionName(req.AppName, req.UserID, req.SessionID), blob)
 	}
 	pre, mid, err := cache.SplitTimestamp(head)
 	if err != nil {
-		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	args := cache.RewindArgs{
 		App: req.AppName, User: req.UserID, SID: req.SessionID,
@@ -115,7 +115,7 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("rewind session %s before invocation %s: %w", req.SessionID, req.BeforeInvocationID, err)
+			return nil, fmt.Errorf("rewind %s before invocation %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), req.BeforeInvocationID, err)
 		}
 	}
 }
@@ -149,15 +149,15 @@ func (s *Service) fullHistory(ctx context.Context, app, user, sid string) (*cach
 	case errors.Is(err, ErrNotFound):
 		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("session %s: read history: %w", sid, err)
+		return nil, fmt.Errorf("%s: read history: %w", cache.SessionName(app, user, sid), err)
 	}
 	for i, r := range snap.Events {
 		if r.Seq != int64(i+1) {
-			return nil, fmt.Errorf("session %s: history read has event %d where %d belongs: the events older than the cached ones are not available", sid, r.Seq, i+1)
+			return nil, fmt.Errorf("%s: history read has event %d where %d belongs: the events older than the cached ones are not available", cache.SessionName(app, user, sid), r.Seq, i+1)
 		}
 	}
 	if int64(len(snap.Events)) != snap.Rev {
-		return nil, fmt.Errorf("session %s: history read has %d events, the session %d", sid, len(snap.Events), snap.Rev)
+		return nil, fmt.Errorf("%s: history read has %d events, the session %d", cache.SessionName(app, user, sid), len(snap.Events), snap.Rev)
 	}
 	return snap, nil
 }
@@ -203,7 +203,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 	}
 	events, err := decodeEvents(snap.Events)
 	if err != nil {
-		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	p := slices.IndexFunc(events, func(e *Event) bool { return e.InvocationID == req.BeforeInvocationID })
 	if p < 0 {
@@ -215,7 +215,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 	}
 	then, err := stateBefore(base, events, p)
 	if err != nil {
-		return nil, fmt.Errorf("rewind session %s: %w", req.SessionID, err)
+		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	thenFiles, nowFiles := map[string]int64{}, map[string]int64{}
 	for i, e := range events {
@@ -230,7 +230,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 	for k, v := range snap.State {
 		var x any
 		if err := json.Unmarshal([]byte(v), &x); err != nil {
-			return nil, fmt.Errorf("rewind session %s: state %q: %w", req.SessionID, k, err)
+			return nil, fmt.Errorf("rewind %s: state %q: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
 		}
 		now[k] = x
 	}
@@ -246,7 +246,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 		case !curSet || !reflect.DeepEqual(was, cur):
 			b, err := json.Marshal(was)
 			if err != nil {
-				return nil, fmt.Errorf("rewind session %s: state %q: %w", req.SessionID, k, err)
+				return nil, fmt.Errorf("rewind %s: state %q: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
 			}
 			d.State = append(d.State, cache.Pair{Key: k, Value: string(b)})
 		}
@@ -277,7 +277,7 @@ func (s *Service) createState(ctx context.Context, app, user, sid, fromCache str
 	base := map[string]json.RawMessage{}
 	if fromCache != "" {
 		if err := json.Unmarshal([]byte(fromCache), &base); err != nil {
-			return nil, fmt.Errorf("session %s: create-time state: %w", sid, err)
+			return nil, fmt.Errorf("%s: create-time state: %w", cache.SessionName(app, user, sid), err)
 		}
 		return base, nil
 	}
@@ -287,7 +287,7 @@ func (s *Service) createState(ctx context.Context, app, user, sid, fromCache str
 	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
 	stored, ok, err := s.db.LoadCreateState(ctx, key, incarnation)
 	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", sid, err)
+		return nil, fmt.Errorf("%s: %w", cache.SessionName(app, user, sid), err)
 	}
 	if ok {
 		base = stored

@@ -81,7 +81,7 @@ func (st State) Get(key string) (any, error) {
 	defer st.s.mu.RUnlock()
 	v, ok := st.s.state[key]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q in session %s", ErrStateKeyNotExist, key, st.s.id)
+		return nil, fmt.Errorf("%w: %q in %s", ErrStateKeyNotExist, key, cache.SessionName(st.s.appName, st.s.userID, st.s.id))
 	}
 	return v, nil
 }

@@ -465,7 +465,7 @@ func inSync(addr, replica string) error {
 	if err != nil {
 		return err
 	}
-	want, err := strconv.ParseInt(infoValue(m, "master_repl_offset"), 10, 64)
+	want, err := strconv.ParseInt(testenv.InfoField(m, "master_repl_offset"), 10, 64)
 	if err != nil {
 		return fmt.Errorf("master %s: master_repl_offset: %w", addr, err)
 	}
@@ -474,26 +474,16 @@ func inSync(addr, replica string) error {
 		return err
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	got, _ := strconv.ParseInt(infoValue(r, "slave_repl_offset"), 10, 64)
+	got, _ := strconv.ParseInt(testenv.InfoField(r, "slave_repl_offset"), 10, 64)
 	switch {
-	case infoValue(r, "role") != "slave" || infoValue(r, "master_host") != host || infoValue(r, "master_port") != port:
-		return fmt.Errorf("replica %s: role %s of %s:%s", replica, infoValue(r, "role"), infoValue(r, "master_host"), infoValue(r, "master_port"))
-	case infoValue(r, "master_link_status") != "up" || infoValue(r, "master_sync_in_progress") != "0":
-		return fmt.Errorf("replica %s: link %s, sync in progress %s", replica, infoValue(r, "master_link_status"), infoValue(r, "master_sync_in_progress"))
+	case testenv.InfoField(r, "role") != "slave" || testenv.InfoField(r, "master_host") != host || testenv.InfoField(r, "master_port") != port:
+		return fmt.Errorf("replica %s: role %s of %s:%s", replica, testenv.InfoField(r, "role"), testenv.InfoField(r, "master_host"), testenv.InfoField(r, "master_port"))
+	case testenv.InfoField(r, "master_link_status") != "up" || testenv.InfoField(r, "master_sync_in_progress") != "0":
+		return fmt.Errorf("replica %s: link %s, sync in progress %s", replica, testenv.InfoField(r, "master_link_status"), testenv.InfoField(r, "master_sync_in_progress"))
 	case got < want:
 		return fmt.Errorf("replica %s: offset %d, master's %d", replica, got, want)
 	}
 	return nil
-}
-
-// infoValue is the value of field in an INFO reply ("" when absent).
-func infoValue(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // clusterNode is a line of CLUSTER NODES.

@@ -262,7 +262,7 @@ func (s *soak) failed(err error) bool {
 }
 
 func infoField(info, name string) float64 {
-	f, _ := strconv.ParseFloat(infoValue(info, name), 64)
+	f, _ := strconv.ParseFloat(testenv.InfoField(info, name), 64)
 	return f
 }
 

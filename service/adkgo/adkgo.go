@@ -193,7 +193,7 @@ func (s *sessionService) appendForeign(ctx context.Context, sess session.Session
 		AppName: sess.AppName(), UserID: sess.UserID(), SessionID: sess.ID(), NumRecentEvents: 1,
 	})
 	if err != nil {
-		return fmt.Errorf("append event to session %s (a %T): %w", sess.ID(), sess, err)
+		return fmt.Errorf("append event to session %s of app %s, user %s (a %T): %w", sess.ID(), sess.AppName(), sess.UserID(), sess, err)
 	}
 	if err := s.svc.AppendEvent(ctx, resp.Session, stored); err != nil {
 		return err
@@ -210,7 +210,7 @@ func (s *sessionService) appendForeign(ctx context.Context, sess session.Session
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("event %s was appended to session %s, but its %T handle did not take the state: %w", ev.ID, sess.ID(), sess, errors.Join(errs...))
+		return fmt.Errorf("event %s was appended to session %s of app %s, user %s, but its %T handle did not take the state: %w", ev.ID, sess.ID(), sess.AppName(), sess.UserID(), sess, errors.Join(errs...))
 	}
 	return nil
 }

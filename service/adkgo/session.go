@@ -38,7 +38,7 @@ func newHandle(inner *service.Session) (*handle, error) {
 	for ev := range inner.Events().All() {
 		c, err := fromService(ev)
 		if err != nil {
-			return nil, fmt.Errorf("session %s: %w", inner.ID(), err)
+			return nil, fmt.Errorf("session %s of app %s, user %s: %w", inner.ID(), inner.AppName(), inner.UserID(), err)
 		}
 		h.events = append(h.events, c)
 	}
@@ -93,7 +93,7 @@ func (h *handle) appended(ev *session.Event) error {
 		if !ok {
 			var err error
 			if c, err = fromService(e); err != nil {
-				return fmt.Errorf("session %s: %w", h.inner.ID(), err)
+				return fmt.Errorf("session %s of app %s, user %s: %w", h.inner.ID(), h.inner.AppName(), h.inner.UserID(), err)
 			}
 		}
 		rebuilt = append(rebuilt, c)
@@ -117,7 +117,7 @@ func (s state) Get(key string) (any, error) {
 	}
 	v, err := s.h.inner.State().Get(key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q in session %s", session.ErrStateKeyNotExist, key, s.h.inner.ID())
+		return nil, fmt.Errorf("%w: %q in session %s of app %s, user %s", session.ErrStateKeyNotExist, key, s.h.inner.ID(), s.h.inner.AppName(), s.h.inner.UserID())
 	}
 	return v, nil
 }
