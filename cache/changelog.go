@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Change is one entry of a shard's change log, written by the script that
 // made the change.
 type Change struct {
 	ID             string // stream entry id
-	Kind           ChangeKind
+	Kind           base.ChangeKind
 	App, User, SID string
 	Incarnation    int64
 	Seq, Ts        int64  // appends: the event's sequence number and timestamp µs
@@ -40,56 +42,6 @@ type Change struct {
 	Fields map[string]any
 }
 
-// ChangeKind is what a change-log entry records, as its field k holds it.
-type ChangeKind byte
-
-const (
-	ChangeCreate ChangeKind = 'c' // create.lua, fork.lua
-	ChangeAppend ChangeKind = 'a' // append.lua, rewind.lua (an event appended)
-	ChangeDelete ChangeKind = 'd' // delete.lua
-)
-
-// String names the kind as operators read it ("create", "append",
-// "delete"); another byte reads as itself.
-func (k ChangeKind) String() string {
-	switch k {
-	case ChangeCreate:
-		return "create"
-	case ChangeAppend:
-		return "append"
-	case ChangeDelete:
-		return "delete"
-	}
-	return string(rune(k))
-}
-
-// ParseChangeKind reads field k of a change-log entry.
-func ParseChangeKind(k string) (ChangeKind, bool) {
-	if len(k) != 1 {
-		return 0, false
-	}
-	switch ck := ChangeKind(k[0]); ck {
-	case ChangeCreate, ChangeAppend, ChangeDelete:
-		return ck, true
-	}
-	return 0, false
-}
-
-// StateOwner is whose state a state hash or row holds: a user of an app,
-// or (User "") the app itself.
-type StateOwner struct{ App, User string }
-
-// IsApp reports whether the owner is the app (its app: state).
-func (o StateOwner) IsApp() bool { return o.User == "" }
-
-// String names the owner in messages: "user <user> of app <app>" or "app <app>".
-func (o StateOwner) String() string {
-	if o.IsApp() {
-		return "app " + o.App
-	}
-	return "user " + o.User + " of app " + o.App
-}
-
 // heldField marks a retried entry that holds its session (Change.Held).
 const heldField = "h"
 
@@ -99,7 +51,7 @@ const heldField = "h"
 func parseChange(m redis.XMessage) (Change, error) {
 	c := Change{ID: m.ID, Fields: m.Values}
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
-	kind, ok := ParseChangeKind(str("k"))
+	kind, ok := base.ParseChangeKind(str("k"))
 	if !ok {
 		return c, fmt.Errorf("change %s: unknown kind %q", m.ID, str("k"))
 	}
@@ -151,7 +103,7 @@ func parseChange(m redis.XMessage) (Change, error) {
 		field string
 		to    *int64
 	}{{"n", &c.Incarnation}, {"q", &c.Seq}, {"t", &c.Ts}}
-	if c.Kind != ChangeAppend {
+	if c.Kind != base.ChangeAppend {
 		nums = nums[:1]
 	}
 	for _, n := range nums {

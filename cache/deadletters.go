@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/lua"
 )
 
@@ -118,19 +119,19 @@ func parseDeadLetter(shard int, entry string) StoredDeadLetter {
 }
 
 // RetryDeadLetter puts a dead letter's change-log entry back on its
-// shard's change log and removes it from the list, atomically. ErrNotFound
+// shard's change log and removes it from the list, atomically. base.ErrNotFound
 // when the shard's list does not hold it (any more: another operator retried
-// or dropped it); ErrInvalidArgument when it carries no change-log entry.
+// or dropped it); base.ErrInvalidArgument when it carries no change-log entry.
 func (s *Store) RetryDeadLetter(ctx context.Context, shard int, entry string) error {
 	d := parseDeadLetter(shard, entry)
 	if d.Conflict {
 		// The database keeps what it holds: a retry would find the same
 		// conflict, or (Redis's copy gone) write nothing and lose the letter.
 		return fmt.Errorf("%w: dead letter cannot be retried: the database keeps its own (%s); append the event again "+
-			"under a new id if it is wanted (the letter holds it), then drop the letter", ErrInvalidArgument, d.Reason)
+			"under a new id if it is wanted (the letter holds it), then drop the letter", base.ErrInvalidArgument, d.Reason)
 	}
 	if len(d.Fields) == 0 || len(d.Fields) > maxDeadLetterFields {
-		return fmt.Errorf("%w: dead letter cannot be retried: it holds %d change-log fields (want 1 to %d)", ErrInvalidArgument, len(d.Fields), maxDeadLetterFields)
+		return fmt.Errorf("%w: dead letter cannot be retried: it holds %d change-log fields (want 1 to %d)", base.ErrInvalidArgument, len(d.Fields), maxDeadLetterFields)
 	}
 	fields := maps.Clone(d.Fields)
 	if d.Holds {
@@ -148,7 +149,7 @@ func (s *Store) RetryDeadLetter(ctx context.Context, shard int, entry string) er
 	return s.deadLetterAction(ctx, shard, d, args)
 }
 
-// DropDeadLetter removes a dead letter from its shard's list (ErrNotFound
+// DropDeadLetter removes a dead letter from its shard's list (base.ErrNotFound
 // when the list does not hold it). A letter that held its session's keys
 // (StoredDeadLetter.Holds) releases them.
 func (s *Store) DropDeadLetter(ctx context.Context, shard int, entry string) error {
@@ -162,7 +163,7 @@ func (s *Store) DropDeadLetter(ctx context.Context, shard int, entry string) err
 
 func (s *Store) deadLetterAction(ctx context.Context, shard int, d StoredDeadLetter, args []any) error {
 	if shard < 0 || shard >= s.keys.Shards() {
-		return fmt.Errorf("%w: dead letter in shard %d of %d", ErrNotFound, shard, s.keys.Shards())
+		return fmt.Errorf("%w: dead letter in shard %d of %d", base.ErrNotFound, shard, s.keys.Shards())
 	}
 	k := s.keys.ShardKeys(shard)
 	held := k.Dead // a key of the slot when the letter holds no session
@@ -174,7 +175,7 @@ func (s *Store) deadLetterAction(ctx context.Context, shard int, d StoredDeadLet
 		return fmt.Errorf("%s dead letter of shard %d: %w", args[0], shard, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: dead letter in shard %d", ErrNotFound, shard)
+		return fmt.Errorf("%w: dead letter in shard %d", base.ErrNotFound, shard)
 	}
 	return nil
 }

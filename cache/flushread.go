@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // FlushRef names a session whose changes are being flushed, and what of it.
@@ -127,7 +129,7 @@ func readForFlush(r FlushRef, h, user map[string]string, evs *redis.ZSliceCmd, c
 	}
 	snap := &Snapshot{}
 	if err := snap.parse(flatH, user, []any{}, nil); err != nil {
-		out.Err = fmt.Errorf("%s: %w", SessionName(r.App, r.User, r.SID), err)
+		out.Err = fmt.Errorf("%s: %w", base.SessionName(r.App, r.User, r.SID), err)
 		return out
 	}
 	out.Snap = snap

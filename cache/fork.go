@@ -38,16 +38,16 @@ type ForkArgs struct {
 	// lost) finds the session the first run made.
 	Token string
 	// Computed, when set, is the copy to write instead of the one read from
-	// what Redis holds; refused with ErrStale when the session forked from
+	// what Redis holds; refused with base.ErrStaleSession when the session forked from
 	// is now of another incarnation.
 	Computed *ForkHistory
 }
 
 // Fork makes session NewSID of copies of SID's events before the first
 // event of Before, with SID's session state at that point, in one script
-// (see fork.lua). Errors: ErrExists (NewSID is taken), ErrNotCached,
+// (see fork.lua). Errors: base.ErrAlreadyExists (NewSID is taken), ErrNotCached,
 // ErrDeleted, ErrIncomplete, ErrUserNotCached, ErrInvocationNotFound,
-// *ForkHistoryError, ErrStale (only with Computed).
+// *ForkHistoryError, base.ErrStaleSession (only with Computed).
 func (s *Store) Fork(ctx context.Context, a ForkArgs) error {
 	from := s.keys.Session(a.App, a.User, a.SID)
 	to := s.keys.Session(a.App, a.User, a.NewSID)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // SessionStats is what Redis holds of one session, for operators
@@ -52,7 +54,7 @@ func (s *Store) Inspect(ctx context.Context, app, user, sid string) (*SessionSta
 		usage[i] = pipe.MemoryUsage(ctx, kk.key)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("inspect %s: %w", SessionName(app, user, sid), err)
+		return nil, fmt.Errorf("inspect %s: %w", base.SessionName(app, user, sid), err)
 	}
 	st := &SessionStats{Shard: k.Shard, ShardBacklog: backlog.Val(), ShardDeadLetters: dead.Val(),
 		CachedEvents: cached.Val(), Memory: map[string]int64{}}
@@ -67,7 +69,7 @@ func (s *Store) Inspect(ctx context.Context, app, user, sid string) (*SessionSta
 		if v, ok := m[i].(string); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("inspect %s: field %d of its hash: %w", SessionName(app, user, sid), i, err)
+				return nil, fmt.Errorf("inspect %s: field %d of its hash: %w", base.SessionName(app, user, sid), i, err)
 			}
 			*p = n
 		}

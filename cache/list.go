@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // ListItem names one session of a listing.
@@ -50,7 +52,7 @@ func decodeCursor(tok, kind string) (listCursor, error) {
 		err = errors.New("no last session")
 	}
 	if err != nil {
-		return c, fmt.Errorf("%w: PageToken: %q is not a token this service issued for this listing", ErrInvalidArgument, tok)
+		return c, fmt.Errorf("%w: PageToken: %q is not a token this service issued for this listing", base.ErrInvalidArgument, tok)
 	}
 	return c, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/lua"
 )
 
@@ -55,7 +56,7 @@ func (s *Store) FenceSessions(ctx context.Context, token string, cutoff int64, t
 	for i, c := range cmds {
 		v, err := c.Slice()
 		if err != nil || len(v) == 0 {
-			return nil, fmt.Errorf("fence %s: %v", SessionName(refs[i].App, refs[i].User, refs[i].SID), err)
+			return nil, fmt.Errorf("fence %s: %v", base.SessionName(refs[i].App, refs[i].User, refs[i].SID), err)
 		}
 		switch code, _ := v[0].(int64); code {
 		case 1, 2:
@@ -85,7 +86,7 @@ func (s *Store) UnfenceSessions(ctx context.Context, token string, refs []FenceR
 // session and state row a prune deleted (prune_user.lua), unless Redis
 // holds a session of theirs or a state revision not flushed. It reports,
 // per user, whether the keys are gone.
-func (s *Store) DropUsers(ctx context.Context, users []StateOwner) ([]bool, error) {
+func (s *Store) DropUsers(ctx context.Context, users []base.StateOwner) ([]bool, error) {
 	cmds, err := s.pipelined(ctx, pruneUserScript, len(users), func(i int) ([]string, []any) {
 		app, user := users[i].App, users[i].User
 		k := s.keys.Session(app, user, "")

@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"fmt"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // UndoIncompleteError is Rewind's answer when the undo records do not reach
@@ -40,7 +42,7 @@ type RewindArgs struct {
 	// EventTail follows the artifact delta's value.
 	EventPre, EventMid, EventTail string
 	// Computed, when set, is the delta to write instead of the one the undo
-	// records give; refused with ErrStale when the session moved past Rev.
+	// records give; refused with base.ErrStaleSession when the session moved past Rev.
 	Computed *RewindDelta
 }
 
@@ -53,7 +55,7 @@ type RewindResult struct {
 // Rewind appends a rewind event in one script: it restores the session
 // state and artifact versions of the point just before the first event of
 // a.Before (see rewind.lua). Errors: ErrNotCached, ErrDeleted, ErrIncomplete,
-// ErrInvocationNotFound, *UndoIncompleteError, ErrStale (only with Computed).
+// ErrInvocationNotFound, *UndoIncompleteError, base.ErrStaleSession (only with Computed).
 func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
 	args := append(s.changeArgs(a.App, a.User, a.SID, 8), a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, a.EventID)
@@ -74,8 +76,8 @@ func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error)
 	case errUndoIncomplete:
 		c, _ := v[1].(string)
 		return nil, &UndoIncompleteError{CreateState: c}
-	case ErrStale:
-		return nil, fmt.Errorf("%w: stored revision %d, delta computed at %d", ErrStale, v[1].(int64), a.Computed.Rev)
+	case base.ErrStaleSession:
+		return nil, fmt.Errorf("%w: stored revision %d, delta computed at %d", base.ErrStaleSession, v[1].(int64), a.Computed.Rev)
 	default:
 		return nil, err
 	}

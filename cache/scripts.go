@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/lua"
 )
 
@@ -137,10 +138,10 @@ func isShebangRejected(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "Error compiling script") && strings.Contains(err.Error(), "near '#'")
 }
 
-// fullError wraps Redis's OOM reply in ErrRedisFull.
+// fullError wraps Redis's OOM reply in base.ErrRedisFull.
 func fullError(cmd *redis.Cmd) *redis.Cmd {
 	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "OOM ") {
-		cmd.SetErr(fmt.Errorf("%w: %w", ErrRedisFull, err))
+		cmd.SetErr(fmt.Errorf("%w: %w", base.ErrRedisFull, err))
 	}
 	return cmd
 }
@@ -245,9 +246,9 @@ func (s *Store) writeLine(ctx context.Context, x *script, keys []string, line []
 		}
 		if fullError(cmd).Err() == nil {
 			if err := wait.Err(); err != nil {
-				cmd.SetErr(fmt.Errorf("%w: %v", ErrNotReplicated, err))
+				cmd.SetErr(fmt.Errorf("%w: %v", base.ErrNotReplicated, err))
 			} else if n, _ := wait.Int64(); n < int64(s.waitReplicas) {
-				cmd.SetErr(fmt.Errorf("%w: %d of %d replicas in %s", ErrNotReplicated, n, s.waitReplicas, s.waitTimeout))
+				cmd.SetErr(fmt.Errorf("%w: %d of %d replicas in %s", base.ErrNotReplicated, n, s.waitReplicas, s.waitTimeout))
 			}
 		}
 		return cmd

@@ -3,6 +3,8 @@ package cache
 import (
 	"errors"
 	"fmt"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // A script's status is the first element of its reply (the reply itself
@@ -24,7 +26,7 @@ const (
 type statuses map[int64]error
 
 // err is the error of a script's status (nil for success). A state cap's
-// is a fresh *StateCapError, for the caller to complete (Store.capped).
+// is a fresh *base.StateCapError, for the caller to complete (Store.capped).
 func (t statuses) err(code int64) error {
 	if code >= 0 {
 		return nil
@@ -33,7 +35,7 @@ func (t statuses) err(code int64) error {
 	if !ok {
 		return fmt.Errorf("adksession: unknown script status %d", code)
 	}
-	if c, ok := e.(*StateCapError); ok {
+	if c, ok := e.(*base.StateCapError); ok {
 		cp := *c
 		return &cp
 	}
@@ -42,14 +44,14 @@ func (t statuses) err(code int64) error {
 
 // The state totals' caps (lib.lua): the session's, the user's, the app's.
 var (
-	errSessionCap = &StateCapError{Field: "MaxSessionStateBytes"}
-	errUserCap    = &StateCapError{Field: "MaxUserStateBytes"}
-	errAppCap     = &StateCapError{Field: "MaxAppStateBytes"}
+	errSessionCap = &base.StateCapError{Field: "MaxSessionStateBytes"}
+	errUserCap    = &base.StateCapError{Field: "MaxUserStateBytes"}
+	errAppCap     = &base.StateCapError{Field: "MaxAppStateBytes"}
 )
 
 // Statuses the scripts report that never reach a caller of adksession: the
 // loader answers them with a cold load from the database (then retries, see
-// loader.Run) or maps them to the errors of errors.go.
+// loader.Run) or maps them to the errors of cache/base.
 var (
 	ErrNotCached     = errors.New("adksession: session not cached")
 	ErrDeleted       = errors.New("adksession: session deleted")
@@ -78,18 +80,18 @@ var (
 
 // The statuses of each script (see its header).
 var (
-	createStatuses = statuses{-4: ErrUserNotCached, -10: ErrExists, -12: errSessionCap, -13: errUserCap}
-	appendStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -4: ErrUserNotCached, -5: ErrIncomplete,
+	createStatuses = statuses{-4: ErrUserNotCached, -10: base.ErrAlreadyExists, -12: errSessionCap, -13: errUserCap}
+	appendStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: base.ErrStaleSession, -4: ErrUserNotCached, -5: ErrIncomplete,
 		-8: ErrDuplicateEvent, -9: ErrCheckEventID, -12: errSessionCap, -13: errUserCap}
 	getStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -4: ErrUserNotCached, -5: ErrIncomplete}
 	// compacted_calls.lua: the index is gone (read the view from the whole history).
 	compactedCallsStatuses = statuses{-5: ErrIncomplete}
 	// index_build.lua: the session moved on while the index was built.
 	indexBuildStatuses = statuses{-5: ErrIncomplete}
-	rewindStatuses     = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -5: ErrIncomplete, -6: ErrInvocationNotFound,
+	rewindStatuses     = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: base.ErrStaleSession, -5: ErrIncomplete, -6: ErrInvocationNotFound,
 		-7: errUndoIncomplete}
-	forkStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: ErrStale, -4: ErrUserNotCached, -5: ErrIncomplete,
-		-6: ErrInvocationNotFound, -7: errForkHistory, -10: ErrExists}
+	forkStatuses = statuses{-1: ErrNotCached, -2: ErrDeleted, -3: base.ErrStaleSession, -4: ErrUserNotCached, -5: ErrIncomplete,
+		-6: ErrInvocationNotFound, -7: errForkHistory, -10: base.ErrAlreadyExists}
 	appOrderStatuses = statuses{-4: ErrAppNotCached, -14: errAppCap}
 	appApplyStatuses = statuses{-4: ErrAppNotCached, -6: ErrAppOrderLost}
 	// hydrate.lua, hydrate_state.lua and hydrate_index.lua: the read's guard moved.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // scriptStatusTables are the status tables of the scripts that answer
@@ -77,8 +79,8 @@ func TestStatusErrors(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, appendStatuses.err(codeOK))
 	require.NoError(t, appendStatuses.err(codeCaughtUp))
-	require.ErrorIs(t, appendStatuses.err(-3), ErrStale)
-	require.ErrorIs(t, createStatuses.err(-10), ErrExists)
+	require.ErrorIs(t, appendStatuses.err(-3), base.ErrStaleSession)
+	require.ErrorIs(t, createStatuses.err(-10), base.ErrAlreadyExists)
 	require.ErrorIs(t, appOrderStatuses.err(-4), ErrAppNotCached)
 	require.ErrorIs(t, appendStatuses.err(-4), ErrUserNotCached)
 	require.ErrorIs(t, rewindStatuses.err(-6), ErrInvocationNotFound)
@@ -87,7 +89,7 @@ func TestStatusErrors(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, errors.Is(err, ErrNotCached))
 	a, b := appendStatuses.err(-12), appendStatuses.err(-12)
-	var ca, cb *StateCapError
+	var ca, cb *base.StateCapError
 	require.ErrorAs(t, a, &ca)
 	require.ErrorAs(t, b, &cb)
 	require.NotSame(t, ca, cb)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Store runs adksession's scripts against one Redis deployment.
@@ -48,7 +50,7 @@ type Options struct {
 
 // StateCaps are the caps of the state totals in bytes (each scope's keys
 // and JSON values, summed; 0: none): the scripts refuse a write that would
-// grow a total past its cap (StateCapError).
+// grow a total past its cap (base.StateCapError).
 type StateCaps struct {
 	Session, User, App int64
 }
@@ -135,7 +137,7 @@ type CreateArgs struct {
 	Delta StateDelta
 }
 
-// Create creates a session. It returns ErrExists when the id is taken and
+// Create creates a session. It returns base.ErrAlreadyExists when the id is taken and
 // ErrUserNotCached when the user's state must be loaded first. The app part
 // of the initial state is the caller's second step (ApplyApp with
 // CreateChangeID), after AppOrder as its first.
@@ -153,18 +155,18 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	return s.capped(createStatuses.err(res[0]), res[len(res)-1], a.App, a.User, a.SID)
 }
 
-// capped completes a StateCapError of a script's status with the scope of a write
+// capped completes a base.StateCapError of a script's status with the scope of a write
 // to (app, user, sid), the state's total the script answered with its
 // status (bytes) and the cap; other errors are returned as they are.
 func (s *Store) capped(err error, bytes int64, app, user, sid string) error {
-	var c *StateCapError
+	var c *base.StateCapError
 	if !errors.As(err, &c) {
 		return err
 	}
 	c.Bytes = bytes
 	switch c.Field {
 	case "MaxSessionStateBytes":
-		c.Scope, c.Cap = SessionName(app, user, sid), s.caps.Session
+		c.Scope, c.Cap = base.SessionName(app, user, sid), s.caps.Session
 	case "MaxUserStateBytes":
 		c.Scope, c.Cap = "user "+user+" of app "+app, s.caps.User
 	default:
@@ -190,7 +192,7 @@ func AppendChangeID(incarnation int64, user, sid, eventID string) string {
 // the first step of a create or an event with app: keys, before the
 // session's script logs the change with it (StateDelta.AppOrder). pairs
 // are the change's keys and values, checked against the cap of the app's
-// state total (a *StateCapError, with nothing written); nil for a change
+// state total (a *base.StateCapError, with nothing written); nil for a change
 // whose session step is stored already. ErrAppNotCached (the script's -4)
 // when Redis lost the app hash with a database behind it: load the app
 // state, then take the number again.
@@ -281,7 +283,7 @@ type AppendArgs struct {
 	Incarnation int64 // incarnation of the session the handle was read from
 	// NoHandle appends to the session as it is now (HandleRev and
 	// Incarnation unused); with IfUpdateTime > 0 only while the session's
-	// last update time is that µs (ErrStale otherwise).
+	// last update time is that µs (base.ErrStaleSession otherwise).
 	NoHandle     bool
 	IfUpdateTime int64
 	Concurrent   bool  // apply even when the handle is behind
@@ -420,7 +422,7 @@ func (v *argv) int(n int64) {
 	v.args = append(v.args, &v.ints[len(v.ints)-1])
 }
 
-// Append appends an event. Errors: ErrNotCached, ErrDeleted, ErrStale,
+// Append appends an event. Errors: ErrNotCached, ErrDeleted, base.ErrStaleSession,
 // ErrUserNotCached, ErrIncomplete, *DuplicateEventError, ErrCheckEventID.
 // The app part of the delta is not applied here (see ApplyApp).
 func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error) {
@@ -441,7 +443,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 			dup.Stored, dup.Flushed = &rec, v[4].(int64) == 1
 		}
 		return nil, dup
-	case err == ErrStale:
+	case err == base.ErrStaleSession:
 		return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
 	case err != nil:
 		bytes, _ := v[len(v)-1].(int64) // a cap's status: the state's total

@@ -8,6 +8,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // The Go side of Store on miniredis: argument building, reply parsing and
@@ -46,8 +48,8 @@ func TestStoreCreateGetAppend(t *testing.T) {
 	if err := s.Create(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, create); !errors.Is(err, ErrExists) {
-		t.Fatalf("second create: got %v, want ErrExists", err)
+	if err := s.Create(ctx, create); !errors.Is(err, base.ErrAlreadyExists) {
+		t.Fatalf("second create: got %v, want base.ErrAlreadyExists", err)
 	}
 	snap, err := s.Get(ctx, GetArgs{App: "a", User: "u", SID: "s", After: -1})
 	if err != nil {
@@ -66,8 +68,8 @@ func TestStoreCreateGetAppend(t *testing.T) {
 	}
 	// Through the handle that has not seen e1: stale, nothing written.
 	_, err = s.Append(ctx, appendArgs("s", "e2", 0, snap.Incarnation, 3_000_000))
-	if !errors.Is(err, ErrStale) {
-		t.Fatalf("append through an old handle: got %v, want ErrStale", err)
+	if !errors.Is(err, base.ErrStaleSession) {
+		t.Fatalf("append through an old handle: got %v, want base.ErrStaleSession", err)
 	}
 	// An id the session holds: the stored event comes back.
 	var dup *DuplicateEventError

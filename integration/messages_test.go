@@ -13,12 +13,12 @@ import (
 )
 
 // sessionByID is a format string that names a session by its id alone:
-// "session %s" not followed by " of app" (cache.SessionName's form) or by
+// "session %s" not followed by " of app" (base.SessionName's form) or by
 // "/%" (app/user/id).
 var sessionByID = regexp.MustCompile(`session %[sqv](?:[^/ ]|$| [^o]| o[^f]| of [^a])`)
 
 // TestMessagesNameSessions: every message of the production packages names
-// a session by app, user and id (cache.SessionName, persist.SessionKey), never
+// a session by app, user and id (base.SessionName, persist.SessionKey), never
 // by its id alone: ids repeat across apps and users.
 func TestMessagesNameSessions(t *testing.T) {
 	root := moduleRoot(t)
@@ -44,7 +44,7 @@ func TestMessagesNameSessions(t *testing.T) {
 				}
 				checked++
 				if sessionByID.MatchString(s) {
-					t.Errorf("%s: %q names a session by its id alone (use cache.SessionName or a persist.SessionKey)", fset.Position(lit.Pos()), s)
+					t.Errorf("%s: %q names a session by its id alone (use base.SessionName or a persist.SessionKey)", fset.Position(lit.Pos()), s)
 				}
 				return true
 			})

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 )
@@ -118,7 +119,7 @@ func TestPruneScriptsKeepWhatIsPending(t *testing.T) {
 	}
 	drop := func() bool {
 		t.Helper()
-		ok, err := store.DropUsers(ctx, []cache.StateOwner{{App: "app", User: "u"}})
+		ok, err := store.DropUsers(ctx, []base.StateOwner{{App: "app", User: "u"}})
 		require.NoError(t, err)
 		return ok[0]
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
 )
@@ -38,6 +38,6 @@ func TestWaitReplicas(t *testing.T) {
 		require.NoError(t, err)
 		defer svc.Close(ctx)
 		_, err = svc.Create(ctx, &service.CreateRequest{AppName: "app", UserID: "u", SessionID: "s"})
-		require.True(t, errors.Is(err, cache.ErrNotReplicated), "got %v", err)
+		require.True(t, errors.Is(err, base.ErrNotReplicated), "got %v", err)
 	})
 }

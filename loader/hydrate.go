@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -15,11 +16,11 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 	err := l.guarded(ctx, app, user, sid, func(guard cache.ReadGuard) error {
 		key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
 		s, err := l.opts.DB.LoadSession(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
-		if errors.Is(err, cache.ErrNotFound) {
-			return cache.SessionError(cache.ErrNotFound, app, user, sid)
+		if errors.Is(err, base.ErrNotFound) {
+			return base.SessionError(base.ErrNotFound, app, user, sid)
 		}
 		if err != nil {
-			return fmt.Errorf("load %s from the database: %w", cache.SessionName(app, user, sid), err)
+			return fmt.Errorf("load %s from the database: %w", base.SessionName(app, user, sid), err)
 		}
 		h := cache.HydrateArgs{
 			App: app, User: user, SID: sid, Incarnation: s.Incarnation,

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
 	"github.com/adksession/adksession/persist"
 )
@@ -122,7 +123,7 @@ func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	}
 	rows, err := l.opts.DB.LoadEvents(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, w, snap.First)
 	if err != nil {
-		return fmt.Errorf("load events of %s from the database: %w", cache.SessionName(a.App, a.User, a.SID), err)
+		return fmt.Errorf("load events of %s from the database: %w", base.SessionName(a.App, a.User, a.SID), err)
 	}
 	older, err := records(rows)
 	if err != nil {
@@ -225,7 +226,7 @@ func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []ca
 	}
 	rows, err := l.opts.DB.LoadEventsAt(ctx, key, at, ranges)
 	if err != nil {
-		return nil, fmt.Errorf("load events of %s from the database: %w", cache.SessionName(key.AppName, key.UserID, key.SessionID), err)
+		return nil, fmt.Errorf("load events of %s from the database: %w", base.SessionName(key.AppName, key.UserID, key.SessionID), err)
 	}
 	recs, err := records(rows)
 	if err != nil {
@@ -242,7 +243,7 @@ func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []ca
 		// The database's times are not Redis's (rows someone else wrote, or
 		// moved): the view is read from the whole history instead.
 		return nil, fmt.Errorf("load events of %s from the database: %d of the %d events the compaction index names: %w",
-			cache.SessionName(key.AppName, key.UserID, key.SessionID), found, len(seqs), cache.ErrIncomplete)
+			base.SessionName(key.AppName, key.UserID, key.SessionID), found, len(seqs), cache.ErrIncomplete)
 	}
 	return recs, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -41,7 +42,7 @@ func TestGetRedisOnly(t *testing.T) {
 	require.False(t, l.Durable())
 
 	_, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "none", After: -1})
-	require.ErrorIs(t, err, cache.ErrNotFound)
+	require.ErrorIs(t, err, base.ErrNotFound)
 	require.EqualError(t, err, "adksession: not found: session none of app a, user u")
 
 	require.NoError(t, c.Create(ctx, cache.CreateArgs{App: "a", User: "u", SID: "s", CreateTime: 1_000_000,
@@ -93,7 +94,7 @@ func TestGetReadThrough(t *testing.T) {
 	require.Len(t, cached.Events, 1)
 
 	_, err = l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "nowhere", After: -1})
-	require.ErrorIs(t, err, cache.ErrNotFound)
+	require.ErrorIs(t, err, base.ErrNotFound)
 	require.EqualError(t, err, "adksession: not found: session nowhere of app a, user u")
 	require.False(t, errors.Is(err, cache.ErrNotCached), "a miss everywhere is not found, not a cache status")
 }

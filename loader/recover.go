@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // maxRecoveries bounds how many times Run puts back what Redis lost for one
@@ -24,7 +25,7 @@ const maxRecoveries = 3
 // It returns op's last error, with the session's answer for what is not
 // there: a deleted session (cache.ErrDeleted), or one Redis does not hold
 // without a database, or one the database does not hold either, is
-// cache.ErrNotFound naming the session. Other errors come back as op
+// base.ErrNotFound naming the session. Other errors come back as op
 // returned them (a not-cached status when every put-back was lost again).
 func (l *Loader) Run(ctx context.Context, app, user, sid string, op func() error) error {
 	err := op()
@@ -35,7 +36,7 @@ func (l *Loader) Run(ctx context.Context, app, user, sid string, op func() error
 		err = op()
 	}
 	if errors.Is(err, cache.ErrDeleted) || (l.opts.DB == nil && errors.Is(err, cache.ErrNotCached)) {
-		return cache.SessionError(cache.ErrNotFound, app, user, sid)
+		return base.SessionError(base.ErrNotFound, app, user, sid)
 	}
 	return err
 }
@@ -70,8 +71,8 @@ func isNotCached(err error) bool {
 // restore puts back into Redis what a script reported missing (cause, one
 // of isNotCached's statuses), reading it from the database: the session
 // (with its user's state when that is gone too), the user's state and
-// index, or the app's state. cache.ErrNotFound (wrapped by
-// cache.SessionError) when the database has no such session either.
+// index, or the app's state. base.ErrNotFound (wrapped by
+// base.SessionError) when the database has no such session either.
 func (l *Loader) restore(ctx context.Context, app, user, sid string, cause error) error {
 	switch {
 	case errors.Is(cause, cache.ErrUserNotCached):

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
 )
 
@@ -192,7 +192,7 @@ func TestApplyDeleteIsFinal(t *testing.T) {
 			apply(t, s, b)
 			same(t, "after replay", dump(t, s), d)
 		}
-		if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, cache.ErrNotFound) {
+		if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, base.ErrNotFound) {
 			t.Fatalf("LoadSession of a deleted session: got %v, want ErrNotFound", err)
 		}
 	})

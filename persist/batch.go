@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // SessionKey names a session. Its db tags name the key columns of the
@@ -169,4 +169,4 @@ type VoidedCreate struct {
 }
 
 // String names the session in messages: "session <id> of app <app>, user <user>".
-func (k SessionKey) String() string { return cache.SessionName(k.AppName, k.UserID, k.SessionID) }
+func (k SessionKey) String() string { return base.SessionName(k.AppName, k.UserID, k.SessionID) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
 )
 
@@ -77,7 +78,7 @@ func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) er
 			continue
 		}
 		id := cache.AppendChangeID(c.Incarnation, c.User, c.SID, c.EventID)
-		if c.Kind == cache.ChangeCreate {
+		if c.Kind == base.ChangeCreate {
 			id = cache.CreateChangeID(c.Incarnation, c.User, c.SID)
 		}
 		err := f.opts.AppState.ApplyApp(ctx, c.App, cache.AppChange{ID: id, Order: c.AppOrder, Pairs: c.AppDelta, Repair: true})
@@ -106,16 +107,16 @@ type shardBatch struct {
 	deadStates []StateUpsert
 
 	groups    map[SessionKey]*sessionChanges
-	markOf    map[SessionKey][]int              // indexes in marks of a session's marks
-	userMark  map[cache.StateOwner]int          // index in marks of the mark carrying a user's revision
-	events    map[SessionKey]map[int64]string   // JSON of the events read, by seq
-	states    map[cache.StateOwner]StateUpsert  // the state snapshots of the batch (user "" for an app)
-	carriers  map[cache.StateOwner]cache.Change // a change of the batch that carried each state
-	deadEntry map[string]bool                   // ids of changes dead-lettered
-	written   map[SessionKey]int                // events written per session
-	refused   map[cache.StateOwner]bool         // states dead-lettered in this batch
-	logPos    map[string]int                    // position of each change in the log, by id
-	lastEntry string                            // id of the last entry read (the newest of the batch)
+	markOf    map[SessionKey][]int             // indexes in marks of a session's marks
+	userMark  map[base.StateOwner]int          // index in marks of the mark carrying a user's revision
+	events    map[SessionKey]map[int64]string  // JSON of the events read, by seq
+	states    map[base.StateOwner]StateUpsert  // the state snapshots of the batch (user "" for an app)
+	carriers  map[base.StateOwner]cache.Change // a change of the batch that carried each state
+	deadEntry map[string]bool                  // ids of changes dead-lettered
+	written   map[SessionKey]int               // events written per session
+	refused   map[base.StateOwner]bool         // states dead-lettered in this batch
+	logPos    map[string]int                   // position of each change in the log, by id
+	lastEntry string                           // id of the last entry read (the newest of the batch)
 }
 
 // dead-letters c as unit unit unless it is already.
@@ -133,11 +134,11 @@ func (sb *shardBatch) deadLetter(c cache.Change, unit, reason string, data map[s
 // inc is a fork's copy (cache.Change.Copied): its entry c says so, or the
 // batch holds the fork's create, which counts its copies.
 func copiedEvent(g *sessionChanges, c cache.Change, inc, seq int64) bool {
-	if c.Kind == cache.ChangeAppend && c.Seq == seq {
+	if c.Kind == base.ChangeAppend && c.Seq == seq {
 		return c.Copied > 0
 	}
 	for _, cc := range g.changes {
-		if cc.Kind == cache.ChangeCreate && cc.Incarnation == inc && seq <= cc.Copied {
+		if cc.Kind == base.ChangeCreate && cc.Incarnation == inc && seq <= cc.Copied {
 			return true
 		}
 	}
@@ -146,7 +147,7 @@ func copiedEvent(g *sessionChanges, c cache.Change, inc, seq int64) bool {
 
 func changeOf(g *sessionChanges, seq, ts int64) cache.Change {
 	for _, c := range g.changes {
-		if c.Kind == cache.ChangeAppend && (c.Seq == seq || (seq < 0 && c.Ts == ts)) {
+		if c.Kind == base.ChangeAppend && (c.Seq == seq || (seq < 0 && c.Ts == ts)) {
 			return c
 		}
 	}
@@ -158,9 +159,9 @@ func changeOf(g *sessionChanges, seq, ts int64) cache.Change {
 // dead-lettered; the rest of the batch goes on.
 func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Change, bad []cache.DeadLetter) (*shardBatch, error) {
 	sb := &shardBatch{shard: shard, batch: &Batch{}, dead: bad, groups: map[SessionKey]*sessionChanges{},
-		markOf: map[SessionKey][]int{}, userMark: map[cache.StateOwner]int{}, events: map[SessionKey]map[int64]string{},
-		states: map[cache.StateOwner]StateUpsert{}, carriers: map[cache.StateOwner]cache.Change{}, deadEntry: map[string]bool{},
-		written: map[SessionKey]int{}, refused: map[cache.StateOwner]bool{}, logPos: map[string]int{}}
+		markOf: map[SessionKey][]int{}, userMark: map[base.StateOwner]int{}, events: map[SessionKey]map[int64]string{},
+		states: map[base.StateOwner]StateUpsert{}, carriers: map[base.StateOwner]cache.Change{}, deadEntry: map[string]bool{},
+		written: map[SessionKey]int{}, refused: map[base.StateOwner]bool{}, logPos: map[string]int{}}
 	for i, c := range changes {
 		sb.logPos[c.ID] = i
 		sb.lastEntry = c.ID
@@ -184,10 +185,10 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		}
 		live := g.changes
 		for i := len(g.changes) - 1; i >= 0; i-- {
-			if c := g.changes[i]; c.Kind == cache.ChangeDelete {
+			if c := g.changes[i]; c.Kind == base.ChangeDelete {
 				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation, At: loggedAt(c.ID)})
 				for _, v := range g.changes[:i] {
-					if v.Kind == cache.ChangeCreate {
+					if v.Kind == base.ChangeCreate {
 						b.Voided = append(b.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(v.Incarnation).UTC()})
 					}
 				}
@@ -207,8 +208,8 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 			if c.Incarnation != last.Incarnation {
 				continue
 			}
-			ref.Create = ref.Create || c.Kind == cache.ChangeCreate
-			if c.Kind != cache.ChangeAppend {
+			ref.Create = ref.Create || c.Kind == base.ChangeCreate
+			if c.Kind != base.ChangeAppend {
 				continue
 			}
 			if ref.MinTs > ref.MaxTs {
@@ -234,7 +235,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 	// The user state that deleted sessions changed stays (as app state
 	// does): write it even when no live session of the user is in the batch.
 	for _, g := range deleted {
-		uk := cache.StateOwner{App: g.key.AppName, User: g.key.UserID}
+		uk := base.StateOwner{App: g.key.AppName, User: g.key.UserID}
 		if _, ok := sb.carriers[uk]; ok {
 			continue
 		}
@@ -253,7 +254,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 			return nil, err
 		}
 		if u, ok := appStateUpsert(app, st); ok {
-			sb.addState(cache.StateOwner{App: app}, c, u)
+			sb.addState(base.StateOwner{App: app}, c, u)
 		}
 	}
 	return sb, nil
@@ -290,12 +291,12 @@ func (s *Store) WriteAppState(ctx context.Context, rd *cache.Store, app string) 
 // events those of appends too.
 func (sb *shardBatch) addUserWrites(changes []cache.Change, events bool) {
 	for _, c := range changes {
-		if c.UserDelta == nil || (c.Kind != cache.ChangeCreate && !(events && c.Kind == cache.ChangeAppend)) {
+		if c.UserDelta == nil || (c.Kind != base.ChangeCreate && !(events && c.Kind == base.ChangeAppend)) {
 			continue
 		}
 		w := UserWrite{Key: SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}, Incarnation: c.Incarnation,
 			LogPos: sb.logPos[c.ID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
-		if c.Kind == cache.ChangeAppend {
+		if c.Kind == base.ChangeAppend {
 			w.Seq, w.Ts = c.Seq, c.Ts
 		}
 		for _, p := range c.UserDelta {
@@ -310,7 +311,7 @@ func (sb *shardBatch) addMark(k SessionKey, m cache.Flushed) {
 	sb.markOf[k] = append(sb.markOf[k], len(sb.marks)-1)
 }
 
-func (sb *shardBatch) addState(k cache.StateOwner, carrier cache.Change, st StateUpsert) {
+func (sb *shardBatch) addState(k base.StateOwner, carrier cache.Change, st StateUpsert) {
 	sb.carriers[k] = carrier
 	sb.states[k] = st
 	if k.IsApp() {
@@ -349,7 +350,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	if r.CreateState != "" {
 		if err := json.Unmarshal([]byte(r.CreateState), &up.CreateState); err != nil {
 			for _, c := range g.changes {
-				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of %s: %v", cache.SessionName(ref.App, ref.User, ref.SID), err),
+				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of %s: %v", base.SessionName(ref.App, ref.User, ref.SID), err),
 					map[string]any{"events_written": false})
 			}
 			return
@@ -363,7 +364,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	// above the row's (TestBatchReadAcrossOlderCopy).
 	seq := int64(0)
 	for _, b := range r.BadEvents {
-		if c := changeOf(g, -1, b.Ts); c.Kind == cache.ChangeAppend && c.Ts == b.Ts && c.Incarnation == ref.Incarnation {
+		if c := changeOf(g, -1, b.Ts); c.Kind == base.ChangeAppend && c.Ts == b.Ts && c.Incarnation == ref.Incarnation {
 			seq = max(seq, c.Seq)
 		}
 	}
@@ -381,7 +382,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		sb.events[g.key][e.Seq] = e.JSON
 	}
 	for _, e := range r.BadEvents {
-		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", cache.SessionName(ref.App, ref.User, ref.SID), e.Err),
+		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", base.SessionName(ref.App, ref.User, ref.SID), e.Err),
 			map[string]any{"member": e.Member})
 	}
 	// The row's revision is the last event the database holds after this
@@ -394,7 +395,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	userRev := int64(-1)
 	if sb.addUser(ref.App, ref.User, g, r.User, up.UpdateTime) {
 		userRev = r.User.Rev
-		sb.userMark[cache.StateOwner{App: ref.App, User: ref.User}] = len(sb.marks)
+		sb.userMark[base.StateOwner{App: ref.App, User: ref.User}] = len(sb.marks)
 	}
 	lastID := ""
 	for _, e := range up.Events {
@@ -415,7 +416,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 // there is nothing to write (Redis holds no hash, or its revision was
 // dead-lettered). It reports whether it added it.
 func (sb *shardBatch) addUser(app, user string, g *sessionChanges, st cache.StateRev, at time.Time) bool {
-	uk := cache.StateOwner{App: app, User: user}
+	uk := base.StateOwner{App: app, User: user}
 	if _, done := sb.carriers[uk]; done || !st.OK || st.Dead >= st.Rev {
 		return false
 	}
@@ -436,7 +437,7 @@ func (sb *shardBatch) carryUser(ref cache.FlushRef, g *sessionChanges, st cache.
 	if !sb.addUser(ref.App, ref.User, g, st, time.Now().UTC()) {
 		return
 	}
-	sb.userMark[cache.StateOwner{App: ref.App, User: ref.User}] = len(sb.marks)
+	sb.userMark[base.StateOwner{App: ref.App, User: ref.User}] = len(sb.marks)
 	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: -1,
 		UserRev: st.Rev, UserFlush: st.Flush})
 }
@@ -471,7 +472,7 @@ func (sb *shardBatch) rebased(o Outcome) {
 		}
 	}
 	for _, u := range o.RebasedUsers {
-		uk := cache.StateOwner{App: u.AppName, User: u.UserID}
+		uk := base.StateOwner{App: u.AppName, User: u.UserID}
 		i, ok := sb.userMark[uk]
 		if !ok {
 			i = slices.IndexFunc(sb.marks, func(m cache.Flushed) bool { return m.App == u.AppName && m.User == u.UserID })
@@ -535,7 +536,7 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 			sb.deadLetter(changeOf(g, r.Seq, 0), cache.DeadEvent, r.Err.Error(),
 				map[string]any{"seq": r.Seq, "event": sb.events[r.Key][r.Seq]})
 		case UnitUserState, UnitAppState:
-			k := cache.StateOwner{App: r.Key.AppName, User: r.Key.UserID}
+			k := base.StateOwner{App: r.Key.AppName, User: r.Key.UserID}
 			if sb.refused[k] {
 				continue
 			}
@@ -578,7 +579,7 @@ func (sb *shardBatch) conflicts(cs []Conflict) {
 			continue
 		}
 		c := changeOf(g, x.Seq, 0)
-		if c.Kind != cache.ChangeAppend || c.Seq != x.Seq || sb.deadEntry[c.ID] || (x.After > 0 && loggedAt(c.ID) <= x.After) {
+		if c.Kind != base.ChangeAppend || c.Seq != x.Seq || sb.deadEntry[c.ID] || (x.After > 0 && loggedAt(c.ID) <= x.After) {
 			continue
 		}
 		sb.written[x.Key]--
@@ -599,7 +600,7 @@ func loggedAt(id string) int64 {
 }
 
 // anyChangeOf returns a change of the batch of owner k (of any user of the app when k is the app).
-func (sb *shardBatch) anyChangeOf(k cache.StateOwner) cache.Change {
+func (sb *shardBatch) anyChangeOf(k base.StateOwner) cache.Change {
 	for key, g := range sb.groups {
 		if key.AppName == k.App && (k.IsApp() || key.UserID == k.User) {
 			return g.changes[len(g.changes)-1]

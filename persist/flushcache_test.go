@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // fakeRedis answers the batch builder's reads from maps, without a server.
@@ -56,14 +57,14 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	}
 	f := &Flusher{cache: rd}
 	changes := []cache.Change{
-		{ID: "1-0", Kind: cache.ChangeCreate, App: "app", User: "u", SID: "s1", Incarnation: inc},
-		{ID: "2-0", Kind: cache.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 1, Ts: 10,
+		{ID: "1-0", Kind: base.ChangeCreate, App: "app", User: "u", SID: "s1", Incarnation: inc},
+		{ID: "2-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 1, Ts: 10,
 			AppDelta: []cache.Pair{{Key: "a", Value: `2`}}, AppOrder: 7, EventID: "e1"},
-		{ID: "3-0", Kind: cache.ChangeAppend, App: "app", User: "u", SID: "s2", Incarnation: inc, Seq: 1, Ts: 15},
-		{ID: "4-0", Kind: cache.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20},
-		{ID: "5-0", Kind: cache.ChangeDelete, App: "app", User: "u", SID: "s2", Incarnation: inc},
-		{ID: "6-0", Kind: cache.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 3, Ts: 30},
-		{ID: "7-0", Kind: cache.ChangeCreate, App: "app", User: "u", SID: "s3", Incarnation: inc2,
+		{ID: "3-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s2", Incarnation: inc, Seq: 1, Ts: 15},
+		{ID: "4-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20},
+		{ID: "5-0", Kind: base.ChangeDelete, App: "app", User: "u", SID: "s2", Incarnation: inc},
+		{ID: "6-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 3, Ts: 30},
+		{ID: "7-0", Kind: base.ChangeCreate, App: "app", User: "u", SID: "s3", Incarnation: inc2,
 			UserDelta: []cache.Pair{{Key: "u0", Value: `true`}}},
 	}
 	bad := []cache.DeadLetter{{Change: cache.Change{ID: "0-1"}, Unit: cache.DeadEvent, Reason: "unreadable entry"}}
@@ -139,7 +140,7 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 // writes nothing.
 func TestBuildBatchReadError(t *testing.T) {
 	f := &Flusher{cache: &failingReader{}}
-	_, err := f.buildBatch(context.Background(), 0, []cache.Change{{ID: "1-0", Kind: cache.ChangeCreate, App: "a", User: "u", SID: "s", Incarnation: 1}}, nil)
+	_, err := f.buildBatch(context.Background(), 0, []cache.Change{{ID: "1-0", Kind: base.ChangeCreate, App: "a", User: "u", SID: "s", Incarnation: 1}}, nil)
 	if !errors.Is(err, errRead) {
 		t.Fatalf("got %v, want the read's error", err)
 	}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // LoadEvent reads the event of a session with the given id, whatever its
-// age; cache.ErrNotFound when the database has none. Seq is not filled in. It is
+// age; base.ErrNotFound when the database has none. Seq is not filled in. It is
 // one primary-key lookup: the append path uses it to tell a retried event
 // from a new one when the session's older events are no longer in Redis.
 func (s *Store) LoadEvent(ctx context.Context, key SessionKey, id string) (*EventRow, error) {
@@ -19,7 +19,7 @@ func (s *Store) LoadEvent(ctx context.Context, key SessionKey, id string) (*Even
 WHERE id = $1 AND app_name = $2 AND user_id = $3 AND session_id = $4`,
 		id, key.AppName, key.UserID, key.SessionID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, cache.ErrNotFound
+		return nil, base.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up event %q of %s: %w", id, key, err)

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Window selects events: those with timestamp >= After (zero: no bound),
@@ -54,7 +55,7 @@ const sessionRevColumn = `COALESCE(t.rev, (SELECT count(*) FROM events AS e
     WHERE e.app_name = s.app_name AND e.user_id = s.user_id AND e.session_id = s.id))`
 
 // LoadSession reads a session, its app and user state and the events of
-// window w in one snapshot. It returns cache.ErrNotFound when the database has no
+// window w in one snapshot. It returns base.ErrNotFound when the database has no
 // such session.
 func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
@@ -86,7 +87,7 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 }
 
 // LoadEvents reads the events of window w that are older than seq beforeSeq
-// (0: no bound), oldest first. It returns cache.ErrNotFound when the database has
+// (0: no bound), oldest first. It returns base.ErrNotFound when the database has
 // no such session.
 func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, beforeSeq int64) ([]EventRow, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
@@ -114,7 +115,7 @@ func loadSessionRow(ctx context.Context, q sqlx.QueryerContext, key SessionKey) 
 WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
 		key.AppName, key.UserID, key.SessionID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, cache.ErrNotFound
+		return nil, base.ErrNotFound
 	}
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // session1000 applies a session of 1000 events, in batches of 100.
@@ -108,10 +108,10 @@ func TestLoadNotFound(t *testing.T) {
 		ctx := context.Background()
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 1)}})
 		for _, k := range []SessionKey{skey("nope"), {"app", "u2", "s1"}, {"other", "u1", "s1"}} {
-			if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, cache.ErrNotFound) {
+			if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, base.ErrNotFound) {
 				t.Errorf("LoadSession(%v): got %v, want ErrNotFound", k, err)
 			}
-			if _, err := s.LoadEvents(ctx, k, Window{}, 0); !errors.Is(err, cache.ErrNotFound) {
+			if _, err := s.LoadEvents(ctx, k, Window{}, 0); !errors.Is(err, base.ErrNotFound) {
 				t.Errorf("LoadEvents(%v): got %v, want ErrNotFound", k, err)
 			}
 		}

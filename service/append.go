@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
 	"github.com/adksession/adksession/persist"
 )
@@ -123,7 +124,7 @@ func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, err
 	stored := p.stored
 	pre, post, err := cache.SplitTimestamp(p.blob)
 	if err != nil {
-		return nil, fmt.Errorf("append event %s to %s: %w", stored.ID, cache.SessionName(app, user, sid), err)
+		return nil, fmt.Errorf("append event %s to %s: %w", stored.ID, base.SessionName(app, user, sid), err)
 	}
 	return &appendPlan{stored: stored, normalized: p.normalized, args: cache.AppendArgs{
 		App: app, User: user, SID: sid,
@@ -144,7 +145,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		if errors.Is(err, ErrInvalidArgument) {
 			return nil, err // a state cap: the error names the app
 		}
-		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, cache.SessionName(a.App, a.User, a.SID), err)
+		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
 	}
 	res, err := s.appendScript(ctx, a)
 	var dup *cache.DuplicateEventError
@@ -167,14 +168,14 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		}
 		flushed := dup.Stored == nil || dup.Flushed
 		if err := s.finishApp(ctx, &a, inc, flushed); err != nil {
-			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, cache.SessionName(a.App, a.User, a.SID), err)
+			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
 		}
 		if flushed && len(a.Delta.App) > 0 && s.db != nil {
 			// No change-log entry carries a step done now: the app's state
 			// goes to the database here (a retry again, if this fails, finds
 			// the step done and writes it again).
 			if err := s.db.WriteAppState(ctx, s.cache, a.App); err != nil {
-				return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, cache.SessionName(a.App, a.User, a.SID), err)
+				return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
 			}
 		}
 		return nil, nil
@@ -185,10 +186,10 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 	case errors.Is(err, ErrStaleSession):
 		return nil, sessionError(ErrStaleSession, a.App, a.User, a.SID)
 	case err != nil:
-		return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, cache.SessionName(a.App, a.User, a.SID), err)
+		return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
 	}
 	if err := s.finishApp(ctx, &a, res.Incarnation, false); err != nil {
-		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, cache.SessionName(a.App, a.User, a.SID), err)
+		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
 	}
 	p.stored.Timestamp = time.UnixMicro(res.Ts).UTC()
 	*ev = *p.stored
@@ -238,12 +239,12 @@ func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error
 // looked up there) is compared with the one sent.
 func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
 	if rec == nil && s.db == nil {
-		return fmt.Errorf("append event %s to %s: the stored event with this id is not cached", sent.ID, cache.SessionName(a.App, a.User, a.SID))
+		return fmt.Errorf("append event %s to %s: the stored event with this id is not cached", sent.ID, base.SessionName(a.App, a.User, a.SID))
 	}
 	if rec == nil {
 		row, err := s.db.LoadEvent(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, sent.ID)
 		if err != nil {
-			return fmt.Errorf("append event %s to %s: look up the stored event: %w", sent.ID, cache.SessionName(a.App, a.User, a.SID), err)
+			return fmt.Errorf("append event %s to %s: look up the stored event: %w", sent.ID, base.SessionName(a.App, a.User, a.SID), err)
 		}
 		js, err := eventjson.APIEvent(row.Data, row.ValidJSON, row.ID, row.InvocationID, row.Timestamp)
 		if err != nil {
@@ -253,10 +254,10 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 	}
 	same, err := isRetryOf(rec.JSON, sent)
 	if err != nil {
-		return fmt.Errorf("append event %s to %s: %w", sent.ID, cache.SessionName(a.App, a.User, a.SID), err)
+		return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.SID), err)
 	}
 	if !same {
-		return fmt.Errorf("%w: event %s: %s holds another event with this id", ErrAlreadyExists, sent.ID, cache.SessionName(a.App, a.User, a.SID))
+		return fmt.Errorf("%w: event %s: %s holds another event with this id", ErrAlreadyExists, sent.ID, base.SessionName(a.App, a.User, a.SID))
 	}
 	sent.Timestamp = time.UnixMicro(rec.Ts).UTC()
 	*ev = *sent
@@ -308,7 +309,7 @@ func (s *Service) readMissed(ctx context.Context, sess *Session, ev *Event, last
 	}
 	snap, err := s.loader.Get(ctx, cache.GetArgs{App: sess.appName, User: sess.userID, SID: sess.id, After: after})
 	if err != nil {
-		return nil, fmt.Errorf("append event %s to %s: bring the handle up to date: %w", ev.ID, cache.SessionName(sess.appName, sess.userID, sess.id), err)
+		return nil, fmt.Errorf("append event %s to %s: bring the handle up to date: %w", ev.ID, base.SessionName(sess.appName, sess.userID, sess.id), err)
 	}
 	return snap, nil
 }
@@ -392,7 +393,7 @@ func storageValue(e *Event) (any, error) {
 // a write with app: keys; nothing to do without), putting the app state
 // back from the database first when Redis lost it. A write that would grow
 // the app's state past Config.MaxAppStateBytes is refused here, before the
-// session's step stores anything (a *cache.StateCapError).
+// session's step stores anything (a *base.StateCapError).
 func (s *Service) takeAppOrder(ctx context.Context, app string, d *cache.StateDelta) error {
 	if len(d.App) == 0 {
 		return nil
@@ -538,7 +539,7 @@ func (s *Service) EndInvocation(ctx context.Context, sess *Session, invocationID
 		return err
 	}
 	if _, err := s.cache.EndInvocation(ctx, sess.appName, sess.userID, sess.id, invocationID); err != nil {
-		return fmt.Errorf("end invocation %s of %s: %w", invocationID, cache.SessionName(sess.appName, sess.userID, sess.id), err)
+		return fmt.Errorf("end invocation %s of %s: %w", invocationID, base.SessionName(sess.appName, sess.userID, sess.id), err)
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // CreateRequest asks for a new session.
@@ -57,7 +58,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		if errors.Is(err, ErrInvalidArgument) {
 			return nil, err // a state cap: the error names the app
 		}
-		return nil, fmt.Errorf("create %s: app state: %w", cache.SessionName(req.AppName, req.UserID, sid), err)
+		return nil, fmt.Errorf("create %s: app state: %w", base.SessionName(req.AppName, req.UserID, sid), err)
 	}
 	args := cache.CreateArgs{App: req.AppName, User: req.UserID, SID: sid, CreateTime: now.UnixMicro(), Token: uuid.NewString(), Delta: delta}
 	err = s.loader.Run(ctx, req.AppName, req.UserID, sid, func() error { return s.cache.Create(ctx, args) })
@@ -67,10 +68,10 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 	case errors.Is(err, ErrInvalidArgument):
 		return nil, err // a state cap: the error names the scope
 	case err != nil:
-		return nil, fmt.Errorf("create %s: %w", cache.SessionName(req.AppName, req.UserID, sid), err)
+		return nil, fmt.Errorf("create %s: %w", base.SessionName(req.AppName, req.UserID, sid), err)
 	}
 	if err := s.applyApp(ctx, req.AppName, cache.AppChange{ID: cache.CreateChangeID(args.CreateTime, req.UserID, sid), Order: delta.AppOrder, Pairs: delta.App}); err != nil {
-		return nil, fmt.Errorf("create %s: app state: %w", cache.SessionName(req.AppName, req.UserID, sid), err)
+		return nil, fmt.Errorf("create %s: app state: %w", base.SessionName(req.AppName, req.UserID, sid), err)
 	}
 	// The handle sees the state as a Get would: with the app and user state
 	// other sessions wrote. The session is stored: a read that fails is
@@ -82,7 +83,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create %s: stored, but its state could not be read: %w", cache.SessionName(req.AppName, req.UserID, sid), err)
+		return nil, fmt.Errorf("create %s: stored, but its state could not be read: %w", base.SessionName(req.AppName, req.UserID, sid), err)
 	}
 	return &CreateResponse{Session: resp.Session}, nil
 }

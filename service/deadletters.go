@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // DeadLetter is a change the flusher gave up on (the database refused it
@@ -59,7 +59,7 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]ShardDeadLetter
 		for j, d := range sh.Letters {
 			t, _ := time.Parse(time.RFC3339Nano, d.Time)
 			kind := d.Fields["k"]
-			if k, ok := cache.ParseChangeKind(kind); ok {
+			if k, ok := base.ParseChangeKind(kind); ok {
 				kind = k.String()
 			}
 			out[i].Letters[j] = DeadLetter{Shard: d.Shard, Entry: d.Entry, ID: d.ID, Kind: kind, Unit: d.Unit, Reason: d.Reason, Time: t,

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // DeleteRequest names a session to delete.
@@ -20,7 +20,7 @@ func (s *Service) Delete(ctx context.Context, req *DeleteRequest) error {
 		return err
 	}
 	if _, err := s.cache.Delete(ctx, req.AppName, req.UserID, req.SessionID); err != nil {
-		return fmt.Errorf("delete %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return fmt.Errorf("delete %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	return nil
 }

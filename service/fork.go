@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // ForkRequest names a session to fork, the new session and the point.
@@ -93,13 +94,13 @@ func (s *Service) Fork(ctx context.Context, req *ForkRequest) (*ForkResponse, er
 			if args.Computed, err = s.forkFromHistory(ctx, req, cold.CreateState); err != nil {
 				return nil, err
 			}
-		case args.Computed != nil && errors.Is(err, cache.ErrStale) && attempt < forkAttempts:
+		case args.Computed != nil && errors.Is(err, base.ErrStaleSession) && attempt < forkAttempts:
 			// The session was created again between the history read and the write.
 			if args.Computed, err = s.forkFromHistory(ctx, req, ""); err != nil {
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("fork %s to %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), nid, err)
+			return nil, fmt.Errorf("fork %s to %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), nid, err)
 		}
 	}
 }
@@ -114,7 +115,7 @@ func (s *Service) forked(ctx context.Context, req *ForkRequest, nid string) (*Fo
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("fork %s to %s: stored, but it could not be read: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), nid, err)
+		return nil, fmt.Errorf("fork %s to %s: stored, but it could not be read: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), nid, err)
 	}
 	return &ForkResponse{Session: resp.Session}, nil
 }
@@ -129,7 +130,7 @@ func (s *Service) forkFromHistory(ctx context.Context, req *ForkRequest, createS
 	}
 	events, err := decodeEvents(snap.Events)
 	if err != nil {
-		return nil, fmt.Errorf("fork %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("fork %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	p := len(events)
 	if req.BeforeInvocationID != "" {
@@ -137,24 +138,24 @@ func (s *Service) forkFromHistory(ctx context.Context, req *ForkRequest, createS
 			return nil, unknownInvocation(req.AppName, req.UserID, req.SessionID, req.BeforeInvocationID)
 		}
 	}
-	base, err := s.createState(ctx, req.AppName, req.UserID, req.SessionID, createState, snap.Incarnation)
+	createTime, err := s.createState(ctx, req.AppName, req.UserID, req.SessionID, createState, snap.Incarnation)
 	if err != nil {
 		return nil, historyError("fork", err)
 	}
-	then, err := stateBefore(base, events, p)
+	then, err := stateBefore(createTime, events, p)
 	if err != nil {
-		return nil, fmt.Errorf("fork %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("fork %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	c := &cache.ForkHistory{Incarnation: snap.Incarnation, Events: snap.Events[:p:p]}
-	b, err := json.Marshal(base)
+	b, err := json.Marshal(createTime)
 	if err != nil {
-		return nil, fmt.Errorf("fork %s: create-time state: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("fork %s: create-time state: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	c.CreateState = string(b)
 	for _, k := range sortedKeys(then) {
 		b, err := json.Marshal(then[k])
 		if err != nil {
-			return nil, fmt.Errorf("fork %s: state %q: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
+			return nil, fmt.Errorf("fork %s: state %q: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
 		}
 		c.State = append(c.State, cache.Pair{Key: k, Value: string(b)})
 	}

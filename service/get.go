@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
 )
 
@@ -95,17 +96,17 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 	case errors.Is(err, ErrNotFound):
 		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("get %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("get %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	var kept []*Event
 	if req.Compacted {
 		if snap.Events, kept, err = s.compactedRecords(ctx, args, snap, decoded); err != nil {
-			return nil, fmt.Errorf("get %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+			return nil, fmt.Errorf("get %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 		}
 	}
 	sess, err := sessionFromEvents(req.AppName, req.UserID, req.SessionID, snap, kept)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("get %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	if len(snap.Temp) > 0 {
 		sess.tempInv = req.InvocationID

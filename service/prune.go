@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -317,9 +318,9 @@ func (p *pruner) dropUsers(ctx context.Context) error {
 	if p.req.DryRun || len(gone) == 0 {
 		return nil
 	}
-	pairs := make([]cache.StateOwner, len(gone))
+	pairs := make([]base.StateOwner, len(gone))
 	for i, g := range gone {
-		pairs[i] = cache.StateOwner{App: g.AppName, User: g.UserID}
+		pairs[i] = base.StateOwner{App: g.AppName, User: g.UserID}
 	}
 	_, err = p.s.cache.DropUsers(ctx, pairs)
 	return err

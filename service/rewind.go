@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -72,15 +73,15 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 	}
 	blob, err := json.Marshal(ev)
 	if err != nil {
-		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("rewind %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	head, tail, ok := bytes.Cut(blob, deltasMarker)
 	if !ok {
-		return nil, fmt.Errorf("rewind %s: event JSON has no empty deltas: %s", cache.SessionName(req.AppName, req.UserID, req.SessionID), blob)
+		return nil, fmt.Errorf("rewind %s: event JSON has no empty deltas: %s", base.SessionName(req.AppName, req.UserID, req.SessionID), blob)
 	}
 	pre, mid, err := cache.SplitTimestamp(head)
 	if err != nil {
-		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("rewind %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	args := cache.RewindArgs{
 		App: req.AppName, User: req.UserID, SID: req.SessionID,
@@ -109,13 +110,13 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 			if args.Computed, err = s.rewindFromHistory(ctx, req, createState); err != nil {
 				return nil, err
 			}
-		case args.Computed != nil && errors.Is(err, cache.ErrStale) && attempt < rewindAttempts:
+		case args.Computed != nil && errors.Is(err, base.ErrStaleSession) && attempt < rewindAttempts:
 			// An append landed between the history read and the write.
 			if args.Computed, err = s.rewindFromHistory(ctx, req, createState); err != nil {
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("rewind %s before invocation %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), req.BeforeInvocationID, err)
+			return nil, fmt.Errorf("rewind %s before invocation %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), req.BeforeInvocationID, err)
 		}
 	}
 }
@@ -134,7 +135,7 @@ func rewindEvent(res *cache.RewindResult) (*Event, error) {
 // unknownInvocation is the error of an invocation inv that session (app,
 // user, sid) has no event of.
 func unknownInvocation(app, user, sid, inv string) error {
-	return fmt.Errorf("%w: invocation %s in %s", ErrNotFound, inv, cache.SessionName(app, user, sid))
+	return fmt.Errorf("%w: invocation %s in %s", ErrNotFound, inv, base.SessionName(app, user, sid))
 }
 
 // fullHistory is the cold path's source (of a rewind, of a fork): every
@@ -149,15 +150,15 @@ func (s *Service) fullHistory(ctx context.Context, app, user, sid string) (*cach
 	case errors.Is(err, ErrNotFound):
 		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("%s: read history: %w", cache.SessionName(app, user, sid), err)
+		return nil, fmt.Errorf("%s: read history: %w", base.SessionName(app, user, sid), err)
 	}
 	for i, r := range snap.Events {
 		if r.Seq != int64(i+1) {
-			return nil, fmt.Errorf("%s: history read has event %d where %d belongs: the events older than the cached ones are not available", cache.SessionName(app, user, sid), r.Seq, i+1)
+			return nil, fmt.Errorf("%s: history read has event %d where %d belongs: the events older than the cached ones are not available", base.SessionName(app, user, sid), r.Seq, i+1)
 		}
 	}
 	if int64(len(snap.Events)) != snap.Rev {
-		return nil, fmt.Errorf("%s: history read has %d events, the session %d", cache.SessionName(app, user, sid), len(snap.Events), snap.Rev)
+		return nil, fmt.Errorf("%s: history read has %d events, the session %d", base.SessionName(app, user, sid), len(snap.Events), snap.Rev)
 	}
 	return snap, nil
 }
@@ -172,11 +173,11 @@ func historyError(op string, err error) error {
 }
 
 // stateBefore is the session-scoped state just before events[p], by ADK's
-// rule but from the create-time state base instead of an empty one: base
+// rule but from the create-time state instead of an empty one: createTime
 // with the session keys of the deltas of events[:p] applied in order.
-func stateBefore(base map[string]json.RawMessage, events []*Event, p int) (map[string]any, error) {
+func stateBefore(createTime map[string]json.RawMessage, events []*Event, p int) (map[string]any, error) {
 	then := map[string]any{}
-	for k, v := range base {
+	for k, v := range createTime {
 		var x any
 		if err := json.Unmarshal(v, &x); err != nil {
 			return nil, fmt.Errorf("create-time state %q: %w", k, err)
@@ -203,19 +204,19 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 	}
 	events, err := decodeEvents(snap.Events)
 	if err != nil {
-		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("rewind %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	p := slices.IndexFunc(events, func(e *Event) bool { return e.InvocationID == req.BeforeInvocationID })
 	if p < 0 {
 		return nil, unknownInvocation(req.AppName, req.UserID, req.SessionID, req.BeforeInvocationID)
 	}
-	base, err := s.createState(ctx, req.AppName, req.UserID, req.SessionID, createState, snap.Incarnation)
+	createTime, err := s.createState(ctx, req.AppName, req.UserID, req.SessionID, createState, snap.Incarnation)
 	if err != nil {
 		return nil, historyError("rewind", err)
 	}
-	then, err := stateBefore(base, events, p)
+	then, err := stateBefore(createTime, events, p)
 	if err != nil {
-		return nil, fmt.Errorf("rewind %s: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), err)
+		return nil, fmt.Errorf("rewind %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	thenFiles, nowFiles := map[string]int64{}, map[string]int64{}
 	for i, e := range events {
@@ -230,7 +231,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 	for k, v := range snap.State {
 		var x any
 		if err := json.Unmarshal([]byte(v), &x); err != nil {
-			return nil, fmt.Errorf("rewind %s: state %q: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
+			return nil, fmt.Errorf("rewind %s: state %q: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
 		}
 		now[k] = x
 	}
@@ -246,7 +247,7 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 		case !curSet || !reflect.DeepEqual(was, cur):
 			b, err := json.Marshal(was)
 			if err != nil {
-				return nil, fmt.Errorf("rewind %s: state %q: %w", cache.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
+				return nil, fmt.Errorf("rewind %s: state %q: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), k, err)
 			}
 			d.State = append(d.State, cache.Pair{Key: k, Value: string(b)})
 		}
@@ -274,25 +275,25 @@ func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, cre
 // Redis's copy (fromCache, "" when Redis lost it), else the database's
 // (recorded by the flusher), else none, as ADK (a session ADK wrote).
 func (s *Service) createState(ctx context.Context, app, user, sid, fromCache string, incarnation int64) (map[string]json.RawMessage, error) {
-	base := map[string]json.RawMessage{}
+	createTime := map[string]json.RawMessage{}
 	if fromCache != "" {
-		if err := json.Unmarshal([]byte(fromCache), &base); err != nil {
-			return nil, fmt.Errorf("%s: create-time state: %w", cache.SessionName(app, user, sid), err)
+		if err := json.Unmarshal([]byte(fromCache), &createTime); err != nil {
+			return nil, fmt.Errorf("%s: create-time state: %w", base.SessionName(app, user, sid), err)
 		}
-		return base, nil
+		return createTime, nil
 	}
 	if s.db == nil {
-		return base, nil
+		return createTime, nil
 	}
 	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
 	stored, ok, err := s.db.LoadCreateState(ctx, key, incarnation)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cache.SessionName(app, user, sid), err)
+		return nil, fmt.Errorf("%s: %w", base.SessionName(app, user, sid), err)
 	}
 	if ok {
-		base = stored
+		createTime = stored
 	}
-	return base, nil
+	return createTime, nil
 }
 
 // isSessionKey tells whether a state key is session-scoped (no app:,

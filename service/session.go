@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Session is a handle on a stored session: its identity, a window of its
@@ -81,7 +82,7 @@ func (st State) Get(key string) (any, error) {
 	defer st.s.mu.RUnlock()
 	v, ok := st.s.state[key]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q in %s", ErrStateKeyNotExist, key, cache.SessionName(st.s.appName, st.s.userID, st.s.id))
+		return nil, fmt.Errorf("%w: %q in %s", ErrStateKeyNotExist, key, base.SessionName(st.s.appName, st.s.userID, st.s.id))
 	}
 	return v, nil
 }

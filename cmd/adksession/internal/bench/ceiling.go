@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/cmd/adksession/internal/loadgen"
 )
@@ -48,7 +49,7 @@ func measureReferences(ctx context.Context, redisURL string, tempTTL time.Durati
 	const app, user, sid = "bench", "u", "ceiling"
 	opts := cache.Options{Keys: keys, Durable: durable, TempTTL: tempTTL}
 	store := cache.NewStore(rdb, opts)
-	if err := store.Create(ctx, cache.CreateArgs{App: app, User: user, SID: sid, CreateTime: time.Now().UnixMicro()}); err != nil && !errors.Is(err, cache.ErrExists) {
+	if err := store.Create(ctx, cache.CreateArgs{App: app, User: user, SID: sid, CreateTime: time.Now().UnixMicro()}); err != nil && !errors.Is(err, base.ErrAlreadyExists) {
 		return refs, fmt.Errorf("reference session: %w", err)
 	}
 	k := keys.Session(app, user, sid)

@@ -1,24 +1,31 @@
-package cache
+// Package base holds what every layer of adksession names alike: the error
+// identity (service re-exports each error, so an error is the same whichever
+// layer detects it) and the domain's nouns (the change log's kinds, a
+// state's owner, a session's name in messages). It imports nothing of the
+// module: cache, persist, loader and service all use it. Like the other
+// building blocks it is internal to adksession.
+package base
 
 import (
 	"errors"
 	"fmt"
 )
 
-// The errors a caller of adksession can get. Package service re-exports
-// each (service.ErrNotFound is ErrNotFound), so every error has one identity
-// whichever layer detects it; the building blocks below service return
-// these, wrapped with what was wrong and with which id (see SessionError).
+// The errors a caller of adksession can get, under the names service
+// re-exports them by (service.ErrNotFound is ErrNotFound), so every error
+// has one identity and one name whichever layer detects it; the building
+// blocks below service return these, wrapped with what was wrong and with
+// which session (see SessionError).
 var (
 	// ErrNotFound: no such session (or invocation, or dead letter); the
 	// message says which.
 	ErrNotFound = errors.New("adksession: not found")
-	// ErrExists: a session id the (app, user) already has, or an event id
+	// ErrAlreadyExists: a session id the (app, user) already has, or an event id
 	// the session holds for another event.
-	ErrExists = errors.New("adksession: already exists")
-	// ErrStale: a write through a handle older than the stored session, or
+	ErrAlreadyExists = errors.New("adksession: already exists")
+	// ErrStaleSession: a write through a handle older than the stored session, or
 	// from before the session was deleted and created again.
-	ErrStale = errors.New("adksession: session handle is stale")
+	ErrStaleSession = errors.New("adksession: session handle is stale")
 	// ErrInvalidArgument: bad input; the message names the field and the
 	// reason.
 	ErrInvalidArgument = errors.New("adksession: invalid argument")
@@ -28,9 +35,9 @@ var (
 	// flushed, idle sessions become evictable, so under a volatile-* policy
 	// Redis frees memory by itself as the flusher catches up; retry later.
 	ErrRedisFull = errors.New("adksession: redis is full (maxmemory reached)")
-	// ErrNotReplicated: a write was applied on the master but fewer replicas
-	// than Options.WaitReplicas confirmed it in time; it is not acknowledged
-	// (it may survive, or be lost in a failover).
+	// ErrNotReplicated: a write was applied on the master but fewer
+	// replicas than service.Config.WaitReplicas confirmed it in time; it is
+	// not acknowledged (it may survive, or be lost in a failover).
 	ErrNotReplicated = errors.New("adksession: write not confirmed by enough replicas")
 )
 
