@@ -65,67 +65,44 @@ func TestModelStoredAgainOverDB(t *testing.T) {
 		"written again: exact")
 }
 
-// TestModelReusedIDOverDB: the id of an event the database holds, sent
-// with other content (idReuse) through Redis's older copy, which lacks it:
-// the copy stores it, and the flush keeps the database's event and
-// dead-letters this one, a conflict. The checkpoint expects exactly that
-// letter (takeConflicts); a retry (TestModelStoredAgainOverDB) expects none.
-func TestModelReusedIDOverDB(t *testing.T) {
-	k := sessKey{App: "a", User: "u", SID: "s"}
-	d, c := modelClient(k)
-	d.m.created(k, 1, nil)
-	first := &service.Event{ID: "e1", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
-	e1 := storedForm(first)
-	e1.Ts, e1.Sent = 100, first.Clone()
-	d.m.appended(k, e1, nil, nil, nil, time.Now())
-	d.m.flushed()
-	d.m.copyBehind(k, 0)
+// TestModelOtherContentOverDB: the id of an event the database holds, sent
+// with other content through Redis's older copy, which lacks it: the copy
+// stores it, and the flush keeps the database's event and dead-letters this
+// one, a conflict; the checkpoint expects exactly that letter
+// (takeConflicts). Whatever the id mode: an idReuse of the session's own
+// id, or an idForeign id (another session's) that an earlier foreign append
+// gave this session too (cluster single seed 921572058172, op #193:
+// ev-c0-118, stored in the session by #165; the checkpoint failed on the
+// letter the model expected for idReuse only). A retry of the database's
+// own event is no conflict: TestModelStoredAgainOverDB.
+func TestModelOtherContentOverDB(t *testing.T) {
+	for name, mode := range map[string]idMode{"reuse": idReuse, "foreign": idForeign} {
+		t.Run(name, func(t *testing.T) {
+			k := sessKey{App: "a", User: "u", SID: "s"}
+			d, c := modelClient(k)
+			d.m.created(k, 1, nil)
+			first := &service.Event{ID: "e1", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
+			e1 := storedForm(first)
+			e1.Ts, e1.Sent = 100, first.Clone()
+			d.m.appended(k, e1, nil, nil, nil, time.Now())
+			d.m.flushed()
+			d.m.copyBehind(k, 0)
 
-	h := &handle{inc: 1}
-	reuse := &service.Event{ID: "e1", InvocationID: "inv-other", Author: "model"}
-	want, had := predict(d.m.session(k), h, reuse, false)
-	require.Equal(t, outcomeNames[outExists], outcomeNames[want])
-	got := reuse.Clone()
-	got.Timestamp = time.UnixMicro(200).UTC()
-	p, ok := c.answered(&op{}, c.alternatives(k, h, reuse, want, had, false), nil, reuse.ID, got)
-	require.True(t, ok)
-	require.True(t, p.viewOnly, "stored by the copy only")
-	c.record(&op{IDMode: idReuse}, c.slots[0], h, p, reuse, got, time.Now())
-	require.Empty(t, d.failed)
-	require.EqualValues(t, 1, d.knownDup.Load())
-	require.Equal(t, map[sessKey]map[string]bool{k: {"e1": true}}, d.conflicts, "its dead letter is expected")
-}
-
-// TestModelForeignIDOverDB: another session's id (idForeign) that an
-// earlier foreign append gave this session too, so the database holds it
-// here with that append's content, sent with other content through Redis's
-// older copy, which lacks it: a conflict, as an idReuse is. Cluster single
-// seed 921572058172, op #193 (ev-c0-118, stored in the session by #165):
-// the checkpoint failed on the conflict letter the model did not expect.
-func TestModelForeignIDOverDB(t *testing.T) {
-	k := sessKey{App: "a", User: "u", SID: "s"}
-	d, c := modelClient(k)
-	d.m.created(k, 1, nil)
-	first := &service.Event{ID: "e1", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
-	e1 := storedForm(first)
-	e1.Ts, e1.Sent = 100, first.Clone()
-	d.m.appended(k, e1, nil, nil, nil, time.Now())
-	d.m.flushed()
-	d.m.copyBehind(k, 0)
-
-	h := &handle{inc: 1}
-	foreign := &service.Event{ID: "e1", InvocationID: "inv-other", Author: "model"}
-	want, had := predict(d.m.session(k), h, foreign, false)
-	got := foreign.Clone()
-	got.Timestamp = time.UnixMicro(200).UTC()
-	p, ok := c.answered(&op{}, c.alternatives(k, h, foreign, want, had, false), nil, foreign.ID, got)
-	require.True(t, ok)
-	require.True(t, p.viewOnly, "stored by the copy only")
-	c.record(&op{IDMode: idForeign}, c.slots[0], h, p, foreign, got, time.Now())
-	require.Empty(t, d.failed)
-	require.Equal(t, map[sessKey]map[string]bool{k: {"e1": true}}, d.conflicts, "its dead letter is expected")
-	// A retry of the database's own event is no conflict:
-	// TestModelStoredAgainOverDB.
+			h := &handle{inc: 1}
+			other := &service.Event{ID: "e1", InvocationID: "inv-other", Author: "model"}
+			want, had := predict(d.m.session(k), h, other, false)
+			require.Equal(t, outcomeNames[outExists], outcomeNames[want])
+			got := other.Clone()
+			got.Timestamp = time.UnixMicro(200).UTC()
+			p, ok := c.answered(&op{}, c.alternatives(k, h, other, want, had, false), nil, other.ID, got)
+			require.True(t, ok)
+			require.True(t, p.viewOnly, "stored by the copy only")
+			c.record(&op{IDMode: mode}, c.slots[0], h, p, other, got, time.Now())
+			require.Empty(t, d.failed)
+			require.EqualValues(t, 1, d.knownDup.Load())
+			require.Equal(t, map[sessKey]map[string]bool{k: {"e1": true}}, d.conflicts, "its dead letter is expected")
+		})
+	}
 }
 
 // TestModelRetryLookedUpInDatabase: the same answer (the stored id and
