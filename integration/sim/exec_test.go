@@ -180,6 +180,10 @@ func (c *client) appendOp(o *op) {
 	}
 	ev := c.buildEvent(o, s)
 	want, had := predict(s, h, ev, d.e.concurrent(o.Svc))
+	if s != nil && s.Behind {
+		// Two numberings: the history says which the handle follows.
+		c.log("handle at %d; the database holds %d events, Redis's older copy %d", h.rev, s.rev(), len(s.View))
+	}
 	c.sendAppend(o, sl, h, ev, want, had)
 }
 
@@ -203,9 +207,11 @@ func (c *client) sendAppend(o *op, sl *slot, h *handle, ev *service.Event, want 
 		return
 	}
 	p, ok := c.answered(o, c.alternatives(k, h, sent, want, had, d.e.concurrent(o.Svc)), err, sent.ID, ev)
-	if ok {
-		c.record(o, sl, h, p, sent, ev, before)
+	if !ok {
+		d.dump(k) // what Redis and the database hold, for the history
+		return
 	}
+	c.record(o, sl, h, p, sent, ev, before)
 }
 
 // record takes an allowed answer p to the append of sent through h into
@@ -438,13 +444,20 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		return
 	}
 	h.rev = s.rev() + 1
-	if s.Behind {
+	if s.Behind && !beforeCopyEnd(s.View, ts) {
 		// Redis answered after its older copy's last event: the handle
 		// follows the copy's numbering, and lacks the database's events the
 		// copy lacks. Once the copy is let go (the database's numbering
 		// back) it is stale; the model allows both (alternatives). Seed
 		// 1076321771481: held at the database's numbering, the handle was
 		// taken as current; so was one in cluster single seed 742397407673.
+		// Answered at or before the copy's last event, the event cannot
+		// have gone to the copy (Redis stores after its last event): a
+		// rebasing flush had let the copy go, the session was read back
+		// from the database, and the service (ConcurrentAppends) brought
+		// the handle up to the database's numbering (standalone single
+		// seed 1063226206056, op #316: held at the copy's numbering, the
+		// handle was taken as stale at #352).
 		h.rev = int64(len(s.View)) + 1
 	}
 	if sl.shared || h.s == nil || s.Behind {
@@ -460,6 +473,12 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 	if !reflect.DeepEqual(want, got) {
 		c.failf(o, "session state of the handle after the append: %s, want %s", js(got), js(want))
 	}
+}
+
+// beforeCopyEnd: ts is not after the last event of Redis's older copy's
+// events view.
+func beforeCopyEnd(view []*mEvent, ts int64) bool {
+	return len(view) > 0 && ts <= view[len(view)-1].Ts
 }
 
 // checkTs checks a stored timestamp against the contract: the time asked
@@ -531,6 +550,17 @@ func (c *client) settleAppend(p *pending) bool {
 		again.ID = x.ID
 		s := c.d.m.session(p.key)
 		c.sendAppend(o, sl, p.h, again, outDup, s.Events[len(s.Events)-1])
+		return true
+	case p.want == outDup && p.ev.ID != "" && c.d.m.session(p.key) != nil && c.d.m.session(p.key).event(p.ev.ID) != nil:
+		// The delivery again of an event a settle found stored (above)
+		// failed too: its app step may not be done (the first attempt
+		// stored the session's part, then failed on the app's slot), and
+		// a client that gives up here leaves the app keys to the flusher.
+		// The model, which took the event in with its app keys, delivers
+		// it again, as a client retrying until it is answered does
+		// (standalone concurrent seed 1040643014685, op #83: settled as
+		// "not stored", the app key read the older value at #111).
+		c.sendAppend(o, sl, p.h, p.ev.Clone(), outDup, c.d.m.session(p.key).event(p.ev.ID))
 		return true
 	case p.ev.ID == "" || p.want != outAppend:
 		c.log("settled: not stored")

@@ -75,3 +75,32 @@ func behindClient(n int) (sessKey, *driver, *client) {
 	d.m.copyBehind(k, n-1)
 	return k, d, c
 }
+
+// TestModelHandleCopyLetGo: an append through a handle of Redis's older
+// copy, answered at a time before the copy's last event, went to the
+// session read back from the database (a rebasing flush had let the copy
+// go; the service brings a handle up to date in the ConcurrentAppends
+// mode): the handle follows the database's numbering and is current there
+// (standalone single seed 1063226206056, op #316: held at the copy's
+// numbering, the next append through it, #352, was wanted ErrStaleSession).
+func TestModelHandleCopyLetGo(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	d, c := modelClient(k)
+	d.m.created(k, 1, nil)
+	for i := range 7 {
+		d.m.appended(k, &mEvent{ID: fmt.Sprintf("e%d", i+1), Inv: "inv", Ts: int64(10 + i)}, nil, nil, nil, time.Now())
+	}
+	d.m.flushed()
+	d.m.copyBehind(k, 4)                                              // the copy lacks e5..e7
+	d.m.viewAppended(k, &mEvent{ID: "e5", Inv: "inv", Ts: 1000}, nil) // and stored e5 again, late
+	h := &handle{s: &service.Session{}, inc: 1, rev: 5}               // at the copy's numbering
+	sent := &service.Event{ID: "e8", InvocationID: "inv", Author: "user"}
+	c.adoptAppend(&op{}, c.slots[0], h, sent, "e8", 17, time.Now(), true) // after the database's e7, before the copy's e5
+	require.Empty(t, d.failed)
+	require.Equal(t, int64(8), h.rev, "the handle follows the database's numbering")
+
+	s := d.m.session(k)
+	next := &service.Event{ID: "e9", InvocationID: "inv", Author: "user"}
+	db, _ := predict(s, h, next, false)
+	require.Equal(t, outcomeNames[outAppend], outcomeNames[db], "the database's view: the handle is current")
+}
