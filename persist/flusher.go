@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base/startstop"
 )
 
 // FlusherOptions configure a Flusher. BatchSize, Interval, CacheTTL,
@@ -86,11 +86,10 @@ type Flusher struct {
 
 	notify chan struct{}
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	passes  chan struct{} // closed and replaced after every pass
-	stopped bool
+	life startstop.Base // the loop
+
+	mu     sync.Mutex
+	passes chan struct{} // closed and replaced after every pass
 
 	batches, entries, events, retries, dead atomic.Int64
 	lastErr                                 atomic.Value
@@ -107,14 +106,7 @@ func NewFlusher(db *Store, c *cache.Store, o FlusherOptions) *Flusher {
 // Start runs the flusher loop in the background until Stop. Calling it
 // again is a no-op.
 func (f *Flusher) Start(ctx context.Context) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cancel != nil || f.stopped {
-		return
-	}
-	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	f.done = make(chan struct{})
-	go f.loop(ctx)
+	f.life.Start(ctx, f.loop)
 }
 
 // Stop ends the loop, then drains what is left (drain: until a pass finds
@@ -124,17 +116,8 @@ func (f *Flusher) Start(ctx context.Context) {
 // deadline: with a database that never comes back, the drain retries until
 // ctx ends. Calling it again is a no-op.
 func (f *Flusher) Stop(ctx context.Context) error {
-	f.mu.Lock()
-	if f.stopped {
-		f.mu.Unlock()
+	if !f.life.Stop() {
 		return nil
-	}
-	f.stopped = true
-	cancel, done := f.cancel, f.done
-	f.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
 	}
 	err := f.drain(ctx)
 	// Give the shards up at once (one pipeline), also when ctx has ended:
@@ -152,7 +135,7 @@ func (f *Flusher) Stop(ctx context.Context) error {
 // its first error. What is left then stays in the change log for the next
 // flusher.
 func (f *Flusher) drain(ctx context.Context) error {
-	var b backoff
+	b := newBackoff()
 	for {
 		n, err := f.RunOnce(ctx)
 		if err == nil {
@@ -163,10 +146,7 @@ func (f *Flusher) drain(ctx context.Context) error {
 			continue
 		}
 		if ctx.Err() == nil {
-			wait := f.failedPass(err, &b, "adksession flusher: drain pass failed, retrying")
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
+			if startstop.Wait(ctx, f.failedPass(err, &b, "adksession flusher: drain pass failed, retrying")) {
 				continue
 			}
 		}
@@ -200,14 +180,13 @@ func (f *Flusher) Stats() FlusherStats {
 }
 
 func (f *Flusher) loop(ctx context.Context) {
-	defer close(f.done)
 	// Idle, the loop waits for a wakeup (a script published that a shard's
 	// log got its first entry), a Kick, or the safety poll: an idle fleet
 	// sends Redis nothing but that poll.
 	wake, stopWake := f.cache.Wakeups(ctx)
 	defer stopWake()
 	idle := f.opts.Interval
-	var b backoff
+	b := newBackoff()
 	for {
 		n, err := f.RunOnce(ctx)
 		f.endPass()
@@ -215,11 +194,8 @@ func (f *Flusher) loop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			wait := f.failedPass(err, &b, "adksession flusher: pass failed, retrying")
-			select {
-			case <-ctx.Done():
+			if !startstop.Wait(ctx, f.failedPass(err, &b, "adksession flusher: pass failed, retrying")) {
 				return
-			case <-time.After(wait):
 			}
 			continue
 		case n > 0:
@@ -245,9 +221,11 @@ func (f *Flusher) loop(ctx context.Context) {
 // up to FlusherOptions.MaxBackoff, plus up to a fifth of jitter. Its warnings
 // are logged at most every 10 s.
 type backoff struct {
-	d       time.Duration
-	lastLog time.Time
+	d   time.Duration
+	log startstop.Every
 }
+
+func newBackoff() backoff { return backoff{log: startstop.NewEvery(10 * time.Second)} }
 
 func (b *backoff) reset() { b.d = 0 }
 
@@ -257,11 +235,10 @@ func (f *Flusher) failedPass(err error, b *backoff, msg string) time.Duration {
 	f.retries.Add(1)
 	f.lastErr.Store(err.Error())
 	b.d = min(max(2*b.d, minBackoff), f.opts.MaxBackoff)
-	if time.Since(b.lastLog) > 10*time.Second {
+	if b.log.Allow(time.Now()) {
 		f.opts.Logger.Warn(msg, "err", err, "backoff", b.d)
-		b.lastLog = time.Now()
 	}
-	return b.d + time.Duration(rand.Int64N(int64(b.d)/5+1))
+	return startstop.Jitter(b.d, 5)
 }
 
 func (f *Flusher) endPass() {

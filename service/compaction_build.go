@@ -2,10 +2,10 @@ package service
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base/startstop"
 )
 
 // indexBuildTimeout bounds one background build of a compaction index.
@@ -21,36 +21,22 @@ const indexBuildTimeout = 2 * time.Minute
 // (the session moved on, Redis is full, the database is down) fails no read
 // and leaves no index. Close cancels a running build and waits for it.
 type indexBuilds struct {
-	mu      sync.Mutex
-	running bool
-	closed  bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	life startstop.Base
 }
 
 // buildIndexLater starts the background build of a's session's index
 // unless one runs or the service is closing.
 func (s *Service) buildIndexLater(a cache.GetArgs) {
-	b := &s.indexBuilds
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.running || b.closed || s.cfg.DisableIndexBuilds {
+	if s.cfg.DisableIndexBuilds {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), indexBuildTimeout)
-	b.running, b.cancel = true, cancel
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		err := s.buildIndexNow(ctx, a)
-		cancel()
-		b.mu.Lock()
-		b.running = false
-		b.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
+	s.indexBuilds.life.Start(context.Background(), func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
+		defer cancel()
+		if err := s.buildIndexNow(ctx, a); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Debug("adksession: compaction index not built", "app", a.App, "user", a.User, "session", a.SID, "err", err)
 		}
-	}()
+	})
 }
 
 // buildIndexNow reads a's session whole (Redis's tail, the database's older
@@ -70,13 +56,4 @@ func (s *Service) buildIndexNow(ctx context.Context, a cache.GetArgs) error {
 
 // stopIndexBuilds cancels a running build and waits for it; none starts
 // after.
-func (s *Service) stopIndexBuilds() {
-	b := &s.indexBuilds
-	b.mu.Lock()
-	b.closed = true
-	if b.running {
-		b.cancel()
-	}
-	b.mu.Unlock()
-	b.wg.Wait()
-}
+func (s *Service) stopIndexBuilds() { s.indexBuilds.life.Stop() }

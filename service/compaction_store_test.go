@@ -148,7 +148,7 @@ func TestCompactedViewThroughTheStore(t *testing.T) {
 					// (viewFromDatabase) and asked for the index to be built
 					// in the background, from the whole history: the one
 					// the appends had built.
-					svc.indexBuilds.wg.Wait()
+					svc.indexBuilds.life.Wait()
 					require.Equal(t, built, indexOf(sid), "seed %d: the index built after the walk", seed)
 					indexed(sid, "after the cold read's background build")
 					walked++

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"sync"
 	"time"
 
+	"github.com/adksession/adksession/cache/base/startstop"
 	"github.com/google/uuid"
 )
 
@@ -30,9 +29,16 @@ type RetentionConfig struct {
 	BatchSize       int
 	TombstoneMargin time.Duration
 
-	// hook, set by tests of this package, hears of every attempt: whether
-	// this process held the lease and pruned.
-	hook func(pruned bool, sum *PruneSummary, err error)
+	// attempts, set by tests of this package (Init), hears of every
+	// attempt: whether this process held the lease and pruned.
+	attempts *startstop.Signal[retentionAttempt]
+}
+
+// retentionAttempt is one try of the background prune.
+type retentionAttempt struct {
+	pruned bool
+	sum    *PruneSummary
+	err    error
 }
 
 func (r RetentionConfig) withDefaults(durable bool) (RetentionConfig, error) {
@@ -63,13 +69,11 @@ func (r RetentionConfig) request() PruneRequest {
 
 // retention is the background prune of one Service.
 type retention struct {
-	s      *Service
-	cfg    RetentionConfig
-	owner  string
-	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	s     *Service
+	cfg   RetentionConfig
+	owner string
+	log   *slog.Logger
+	life  startstop.Base
 }
 
 // startRetention starts the background prune when cfg asks for one.
@@ -77,37 +81,31 @@ func (s *Service) startRetention(ctx context.Context, cfg RetentionConfig, log *
 	if cfg.IdleFor <= 0 {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &retention{s: s, cfg: cfg, owner: uuid.NewString(), log: log, cancel: cancel, done: make(chan struct{})}
+	r := &retention{s: s, cfg: cfg, owner: uuid.NewString(), log: log}
 	s.retention = r
-	go r.loop(ctx)
+	r.life.Start(ctx, r.loop)
 }
 
 func (r *retention) loop(ctx context.Context) {
-	defer close(r.done)
-	var lastLog time.Time
+	failures := startstop.NewEvery(time.Minute)
 	for {
 		pruned, sum, err := r.attempt(ctx)
-		if h := r.cfg.hook; h != nil {
-			h(pruned, sum, err)
+		if a := r.cfg.attempts; a != nil {
+			a.Send(retentionAttempt{pruned, sum, err})
 		}
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil && time.Since(lastLog) > time.Minute:
-			r.log.Warn("adksession retention: prune failed, trying again next interval", "err", err)
-			lastLog = time.Now()
+		case err != nil:
+			if failures.Allow(time.Now()) {
+				r.log.Warn("adksession retention: prune failed, trying again next interval", "err", err)
+			}
 		case pruned && sum.Sessions > 0:
 			r.log.Info("adksession retention: pruned idle sessions", "sessions", sum.Sessions, "events", sum.Events,
 				"bytes", sum.Bytes, "kept", sum.Kept, "took", sum.Duration)
 		}
-		jitter := time.Duration(rand.Int64N(int64(r.cfg.Interval)/10 + 1))
-		timer := time.NewTimer(r.cfg.Interval + jitter)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !startstop.Wait(ctx, startstop.Jitter(r.cfg.Interval, 10)) {
 			return
-		case <-timer.C:
 		}
 	}
 }
@@ -139,7 +137,4 @@ func (r *retention) attempt(ctx context.Context) (bool, *PruneSummary, error) {
 // stop ends the background prune (a prune under way stops after its
 // current batch, its fences lifted) and waits for it. Calling it again is a
 // no-op.
-func (r *retention) stop() {
-	r.once.Do(r.cancel)
-	<-r.done
-}
+func (r *retention) stop() { r.life.Stop() }

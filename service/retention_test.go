@@ -9,15 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/cache/base/startstop"
 	"github.com/adksession/adksession/integration/testenv"
 )
-
-// attempt is one try of a background prune, as its hook heard it.
-type attempt struct {
-	pruned bool
-	sum    *PruneSummary
-	err    error
-}
 
 // TestRetentionInBackground, on real Redis and Postgres: a service with
 // Config.Retention prunes at once (its first attempt) and the idle session
@@ -45,24 +39,22 @@ func TestRetentionInBackground(t *testing.T) {
 	}
 	require.NoError(t, seed.Close(ctx))
 
-	open := func() (*Service, chan attempt) {
-		heard := make(chan attempt, 10)
+	open := func() (*Service, *startstop.Signal[retentionAttempt]) {
+		heard := new(startstop.Signal[retentionAttempt])
+		heard.Init(10)
 		c := cfg
-		c.Retention = RetentionConfig{IdleFor: 30 * 24 * time.Hour, Interval: time.Hour,
-			hook: func(pruned bool, sum *PruneSummary, err error) { heard <- attempt{pruned, sum, err} }}
+		c.Retention = RetentionConfig{IdleFor: 30 * 24 * time.Hour, Interval: time.Hour, attempts: heard}
 		svc, err := Open(ctx, c)
 		require.NoError(t, err)
 		return svc, heard
 	}
-	next := func(heard chan attempt) attempt {
+	next := func(heard *startstop.Signal[retentionAttempt]) retentionAttempt {
 		t.Helper()
-		select {
-		case a := <-heard:
-			return a
-		case <-ctx.Done():
+		a, ok := heard.Wait(ctx)
+		if !ok {
 			t.Fatal("no attempt of the background prune")
-			return attempt{}
 		}
+		return a
 	}
 	a, heardA := open()
 	first := next(heardA)

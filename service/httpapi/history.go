@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/adksession/adksession/cache/base/startstop"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -40,48 +41,41 @@ type history struct {
 	h        *Handler
 	interval time.Duration
 
-	mu      sync.Mutex
-	ring    []sampleJSON
-	next    int // where the next sample goes
-	full    bool
-	lastAt  time.Time
-	lastN   int64
-	stop    chan struct{}
-	stopped sync.WaitGroup
-	once    sync.Once
+	mu     sync.Mutex
+	ring   []sampleJSON
+	next   int // where the next sample goes
+	full   bool
+	lastAt time.Time
+	lastN  int64
+	life   startstop.Base
 }
 
 func newHistory(h *Handler, interval time.Duration) *history {
 	n := int(historyWindow / interval)
-	return &history{h: h, interval: interval, ring: make([]sampleJSON, max(n, 1)), stop: make(chan struct{})}
+	return &history{h: h, interval: interval, ring: make([]sampleJSON, max(n, 1))}
 }
 
 // start samples now and then every interval until close.
 func (hs *history) start() {
-	hs.stopped.Add(1)
-	go func() {
-		defer hs.stopped.Done()
+	hs.life.Start(context.Background(), func(ctx context.Context) {
 		t := time.NewTicker(hs.interval)
 		defer t.Stop()
 		for {
-			hs.sample(time.Now())
+			hs.sample(ctx, time.Now())
 			select {
-			case <-hs.stop:
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
 		}
-	}()
+	})
 }
 
-func (hs *history) close() {
-	hs.once.Do(func() { close(hs.stop) })
-	hs.stopped.Wait()
-}
+func (hs *history) close() { hs.life.Stop() }
 
 // sample takes one point at now.
-func (hs *history) sample(now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+func (hs *history) sample(ctx context.Context, now time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	m := hs.h.metrics
 	s := sampleJSON{Time: float64(now.UnixMicro()) / 1e6}

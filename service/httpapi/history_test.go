@@ -39,14 +39,14 @@ func TestHistory(t *testing.T) {
 	h.history = hs
 	t0 := time.Unix(1_700_000_000, 0)
 
-	hs.sample(t0)
+	hs.sample(context.Background(), t0)
 	for i := 1; i <= 100; i++ { // 100 appends of 1..100 ms
 		h.metrics.appends.Inc()
 		h.metrics.appendLatency.Observe(float64(i) / 1000)
 	}
-	hs.sample(t0.Add(5 * time.Second))
+	hs.sample(context.Background(), t0.Add(5*time.Second))
 	fail = true
-	hs.sample(t0.Add(10 * time.Second))
+	hs.sample(context.Background(), t0.Add(10*time.Second))
 
 	got := hs.list()
 	require.Len(t, got, 3)
@@ -62,7 +62,7 @@ func TestHistory(t *testing.T) {
 
 	// The ring keeps 15 minutes: 180 samples at 5 s, the oldest dropped.
 	for i := 3; i < 200; i++ {
-		hs.sample(t0.Add(time.Duration(i) * 5 * time.Second))
+		hs.sample(context.Background(), t0.Add(time.Duration(i)*5*time.Second))
 	}
 	got = hs.list()
 	require.Len(t, got, 180)
