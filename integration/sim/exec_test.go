@@ -387,11 +387,20 @@ func (c *client) acknowledgedDup(o *op, h *handle, had *mEvent, ev *service.Even
 		return
 	}
 	if s := c.d.m.session(c.keyOfHandle(o)); s != nil {
-		switch seq := int64(indexOf(s.Events, had.ID) + 1); {
+		evs, rev := s.Events, s.rev()
+		if s.Behind && slices.Contains(s.View, had) {
+			// Answered by Redis's older copy (its event, its time): the
+			// handle follows the copy's numbering, not the database's
+			// (cluster concurrent seed 843168760264, #105: moved to the
+			// database's, the handle was taken as current at #113, after a
+			// rebasing flush had let the copy go).
+			evs, rev = s.View, int64(len(s.View))
+		}
+		switch seq := int64(indexOf(evs, had.ID) + 1); {
 		case h.rev == seq-1:
 			h.rev = seq // the handle had missed only this event
 		case h.rev < seq-1 && c.d.e.concurrent(o.Svc):
-			h.rev = s.rev() // caught up, as the answer of the first attempt would have
+			h.rev = rev // caught up, as the answer of the first attempt would have
 		}
 	}
 	c.log("duplicate acknowledged: %s at %d", had.ID, had.Ts)

@@ -104,3 +104,47 @@ func TestModelHandleCopyLetGo(t *testing.T) {
 	db, _ := predict(s, h, next, false)
 	require.Equal(t, outcomeNames[outAppend], outcomeNames[db], "the database's view: the handle is current")
 }
+
+// TestModelDupFromCopy: a duplicate delivery answered by Redis's older copy
+// (its event at its time) leaves the handle at the copy's numbering: the
+// database holds an ADK event the copy lacks, so the same event is one
+// further there (cluster concurrent seed 843168760264, #105: moved to the
+// database's numbering, the handle was current in both views at #113, and
+// the service, whose rebasing flush had let the copy go, answered it
+// ErrStaleSession).
+func TestModelDupFromCopy(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	d, c := modelClient(k)
+	d.m.created(k, 1, nil)
+	for i := range 9 { // e9 is ADK's: the copy lacks it
+		d.m.appended(k, &mEvent{ID: fmt.Sprintf("e%d", i+1), Inv: "inv", Ts: int64(10 + i)}, nil, nil, nil, time.Now())
+	}
+	d.m.flushed()
+	d.m.copyBehind(k, 8)
+	// e10, appended to the copy at 18 (after its e8), is at 19 in the database.
+	sent := &service.Event{ID: "e10", InvocationID: "inv", Author: "user"}
+	e10 := storedForm(sent)
+	e10.Ts = 18
+	d.m.appended(k, e10, nil, nil, nil, time.Now())
+	s := d.m.session(k)
+	require.Equal(t, int64(19), s.event("e10").Ts)
+	require.Equal(t, int64(10), s.rev())
+	require.Len(t, s.View, 9)
+
+	h := &handle{s: &service.Session{}, inc: 1, rev: 9} // read from the copy
+	want, had := predict(s, h, sent, false)
+	require.Equal(t, outcomeNames[outDup], outcomeNames[want])
+	answer := &service.Event{ID: "e10", Timestamp: time.UnixMicro(18).UTC()} // the copy's e10
+	p, ok := c.answered(&op{}, c.alternatives(k, h, sent, want, had, false), nil, "e10", answer)
+	require.True(t, ok)
+	require.Equal(t, outcomeNames[outDup], outcomeNames[p.want])
+	c.record(&op{}, c.slots[0], h, p, sent, answer, time.Now())
+	require.Empty(t, d.failed)
+	require.Equal(t, int64(9), h.rev, "the handle stays at the copy's numbering")
+
+	next := &service.Event{ID: "e11", InvocationID: "inv", Author: "user"}
+	db, _ := predict(s, h, next, false)
+	view, _ := predict(s.as(s.View), h, next, false)
+	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: the handle never saw e9")
+	require.Equal(t, outcomeNames[outAppend], outcomeNames[view], "the copy's view: the handle is current")
+}
