@@ -345,6 +345,7 @@ func (d *driver) checkpoint(round int) {
 			d.failf("checkpoint %d: FLUSHALL: %v", round, err)
 			return
 		}
+		d.m.allCopiesGone()
 		d.hist.add("  fault: FLUSHALL after the checkpoint")
 	}
 	d.hist.add("checkpoint %d passed", round)

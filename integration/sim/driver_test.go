@@ -757,7 +757,9 @@ func (d *driver) serveFault(r *faultReq) {
 		d.pgStart() // FLUSHALL only after a complete flush
 		if err = e.flush(ctx); err == nil {
 			d.m.allTempLost() // before the loss, as for an eviction
-			err = e.flushAll(ctx)
+			if err = e.flushAll(ctx); err == nil {
+				d.m.allCopiesGone()
+			}
 		}
 		d.m.flushed()
 		d.hist.add("  fault: flushed, then FLUSHALL: %v", err)
@@ -844,8 +846,8 @@ func (d *driver) evict(ctx context.Context, o *op) error {
 		// that sees the key gone must not be checked against a model that
 		// still holds its temp state as sure (standalone concurrent seed
 		// 899785822333: a Get ran while this fault was under way).
-		if k, found := owners[key]; found {
-			d.m.tempLostOf(k)
+		if w, found := owners[key]; found {
+			d.m.tempLostOf(w.key)
 		}
 		ok, err := d.e.evict(ctx, key)
 		if err != nil {
@@ -853,6 +855,9 @@ func (d *driver) evict(ctx context.Context, o *op) error {
 		}
 		if ok {
 			gone = append(gone, key)
+			if w, found := owners[key]; found && w.copyKey {
+				d.m.copyGone(w.key)
+			}
 		}
 	}
 	d.hist.add("  fault: evicted %d keys: %q", len(gone), gone)
@@ -863,17 +868,30 @@ func (d *driver) evict(ctx context.Context, o *op) error {
 // lose the session's temp state: the temp hash itself carries a TTL, and a
 // session read back after a partial eviction no longer names the invocation
 // that owns it (hydrate.lua writes the session hash anew).
-func (d *driver) keyOwners() map[string]sessKey {
-	out := map[string]sessKey{}
+func (d *driver) keyOwners() map[string]keyOwner {
+	out := map[string]keyOwner{}
 	for _, c := range d.clients {
 		for _, sl := range append(append([]*slot(nil), c.slots...), c.shared...) {
 			sk := d.e.keys.Session(sl.key.App, sl.key.User, sl.key.SID)
-			for _, key := range []string{sk.Session, sk.Temp, sk.Events, sk.EventIDs, sk.Undo} {
-				out[key] = sl.key
+			for _, key := range []string{sk.Session, sk.Events, sk.EventIDs} {
+				out[key] = keyOwner{key: sl.key, copyKey: true}
+			}
+			for _, key := range []string{sk.Temp, sk.Undo} {
+				out[key] = keyOwner{key: sl.key}
 			}
 		}
 	}
 	return out
+}
+
+// keyOwner is the session a key belongs to. copyKey: without the key Redis
+// no longer holds the session as it was (the session hash, or its events or
+// event ids, which a partly evicted session is read back for, hydrate.lua):
+// the next read of the session puts back what the database holds, so an
+// older copy of it is gone.
+type keyOwner struct {
+	key     sessKey
+	copyKey bool
 }
 
 // dump writes what Redis and Postgres hold of session k into the history,

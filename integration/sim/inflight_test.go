@@ -225,6 +225,30 @@ func (m *Model) copyBehind(k sessKey, n int) {
 	s.TempSure = map[string]bool{}
 }
 
+// copyGone: Redis lost a key of k that the session is read back for
+// (keyOwner.copyKey): an older copy of k it held is gone, and the next read
+// puts back the database's events and numbering (standalone single seed
+// 331527015200, #75: the events and session hash of a copy evicted; the
+// model still held two views, and a handle read back from the database at
+// #78 was held at the copy's numbering, taken as stale at #99).
+func (m *Model) copyGone(k sessKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.Sessions[k]; s != nil && s.Behind {
+		s.Behind, s.View = false, nil
+	}
+}
+
+// allCopiesGone: Redis lost everything (FLUSHALL): no older copy of a
+// session is left, and every read puts back what the database holds.
+func (m *Model) allCopiesGone() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.Sessions {
+		s.Behind, s.View = false, nil
+	}
+}
+
 // liveKeys lists the live sessions, sorted.
 func (m *Model) liveKeys() []sessKey {
 	m.mu.Lock()

@@ -148,3 +148,25 @@ func TestModelDupFromCopy(t *testing.T) {
 	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: the handle never saw e9")
 	require.Equal(t, outcomeNames[outAppend], outcomeNames[view], "the copy's view: the handle is current")
 }
+
+// TestModelCopyEvicted: once Redis loses a key an older copy of a session
+// is read back for, the copy is gone: a handle read and appended through
+// afterwards follows the database's numbering (standalone single seed
+// 331527015200: the copy's session hash and events evicted at #75, the
+// handle of #78 held at the copy's numbering and #99 wanted stale).
+func TestModelCopyEvicted(t *testing.T) {
+	k, d, c := behindClient(3) // the database holds e3, Redis's copy does not
+	d.m.copyGone(k)
+	s := d.m.session(k)
+	require.False(t, s.Behind, "the copy is gone")
+	require.Len(t, s.views(), 1)
+
+	h := &handle{s: &service.Session{}, inc: 1, rev: 3} // read back from the database
+	sent := &service.Event{ID: "e4", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
+	c.adoptAppend(&op{}, c.slots[0], h, sent, "e4", 100, time.Now(), true)
+	require.Empty(t, d.failed)
+	require.Equal(t, int64(4), h.rev, "the database's numbering")
+	next := &service.Event{ID: "e5", InvocationID: "inv", Author: "user"}
+	db, _ := predict(d.m.session(k), h, next, false)
+	require.Equal(t, outcomeNames[outAppend], outcomeNames[db])
+}
