@@ -24,7 +24,7 @@ type Change struct {
 	Seq, Ts        int64  // appends: the event's sequence number and timestamp µs
 	AppDelta       []Pair // the app: part of the delta (keys without "app:"), nil when none
 	AppOrder       int64  // its order number (Store.AppOrder); 0 when logged without one
-	EventID        string // appends with an app delta: the event id
+	EventID        string // appends with an app delta or user: keys: the event id
 	// UserDelta is the user: part of a create's initial state or of an
 	// event's delta (keys without "user:"), nil when none: the flusher
 	// rebases a user Redis holds behind the database with it when the

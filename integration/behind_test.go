@@ -918,6 +918,47 @@ func TestUserBehindUncarriedDeltas(t *testing.T) {
 	}
 }
 
+// TestUserBehindNumberedOverAtSameTime: the user: write of an event that
+// Redis's older copy numbered over the database's, at the very time of the
+// database's event at that seq, and whose session is deleted before its
+// batch reads it, reaches a rebased user. The batch carries the write alone
+// (the change log's field w), and only the event's id tells it from the
+// database's event: seq and time are the same (simulation seed
+// 970678225580: an in-flight FLUSHALL left a copy one event behind, whose
+// next event took the database's last time + 0; its user:c0.u0 was lost
+// once the session was deleted).
+func TestUserBehindNumberedOverAtSameTime(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	ctx := wbCtx(t)
+	userDelta := func(k string, v int) service.EventActions {
+		return service.EventActions{StateDelta: map[string]any{"user:" + k: v}}
+	}
+	b := e.create(e.svc, "app", "u", "b", nil)
+	first := &service.Event{InvocationID: "i1", Author: "user", Actions: userDelta("k", 1)}
+	require.NoError(t, e.svc.AppendEvent(ctx, b, first))
+	e.flushOnce()
+	k := e.sessionKeys("app", "u", "b")
+	copyKeys := append(k.Owned(), k.Session, k.User)
+	old := e.dumpKeys(copyKeys...)
+	second := &service.Event{InvocationID: "i2", Author: "user", Timestamp: first.Timestamp, Actions: userDelta("k", 2)}
+	require.NoError(t, e.svc.AppendEvent(ctx, b, second))
+	require.Equal(t, first.Timestamp.Add(time.Microsecond), second.Timestamp, "moved after the first")
+	e.flushOnce()
+	e.restoreKeys(old, copyKeys...) // Redis back with the session and the user as they were before second
+
+	resp, err := e.svc.Get(ctx, &service.GetRequest{AppName: "app", UserID: "u", SessionID: "b"})
+	require.NoError(t, err)
+	require.Equal(t, 1, resp.Session.Events().Len(), "the older copy")
+	third := &service.Event{InvocationID: "i3", Author: "user", Timestamp: first.Timestamp, Actions: userDelta("y", 3)}
+	require.NoError(t, e.svc.AppendEvent(ctx, resp.Session, third))
+	require.Equal(t, second.Timestamp, third.Timestamp, "numbered over second, at its time")
+	require.NotEqual(t, second.ID, third.ID)
+	e.delete(e.svc, "app", "u", "b")
+	e.flushOnce() // one batch: third's write and the delete
+	e.requireUserState("app", "u", map[string]any{"k": float64(2), "y": float64(3)})
+}
+
 // TestForkOnUserBehind: a fork copies events that set user: keys, while
 // Redis holds an older copy of the user's hash (so the flush rebases the
 // user). The copies write no user state of their own: the rebased row keeps

@@ -294,7 +294,7 @@ if durable then
   if delta then
     log_change(log, 'a', meta[5], seqs, tss, delta, order, id, udelta)
   else
-    log_change(log, 'a', meta[5], seqs, tss, nil, nil, nil, udelta)
+    log_change(log, 'a', meta[5], seqs, tss, nil, nil, udelta and id, udelta)
   end
 end
 

@@ -272,9 +272,10 @@ end
 
 -- log_change writes the change-log entry the flusher reads (cache/changelog.go) for the session of ARGV[2..4]:
 -- kind ('c' create, 'a' append, 'd' delete) at incarnation inc; for an event its seq and time (nil for a
--- create or a delete); an app delta with its order number (nil: none) and, for an event, its id; the write's
--- user: keys as one JSON object (udelta, nil: none; pairs_object), for the flusher's rebase of a user Redis
--- holds behind the database; copied (field x): for an event, 1: a copy (fork.lua) whose user: keys are no
+-- create or a delete); an app delta with its order number (nil: none); for an event with an app delta or
+-- user: keys, its id (the flusher tells by it whether the database holds the event, whose seq and time an
+-- older copy may share with another); the write's user: keys as one JSON object (udelta, nil: none;
+-- pairs_object), for the flusher's rebase of a user Redis holds behind the database; copied (field x): for an event, 1: a copy (fork.lua) whose user: keys are no
 -- write of its own; for a create, the number of such copies the new session starts with. It wakes the flusher (PUBLISH on ARGV[1]) when the log was empty. Called only with a database
 -- (ARGV[1] ~= '').
 local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta, copied)
@@ -285,9 +286,9 @@ local function log_change(log, kind, inc, seq, ts, delta, order, id, udelta, cop
     end
     if delta then
       entry[#entry + 1], entry[#entry + 2], entry[#entry + 3], entry[#entry + 4] = 'p', delta, 'o', order
-      if id then
-        entry[#entry + 1], entry[#entry + 2] = 'e', id
-      end
+    end
+    if id then
+      entry[#entry + 1], entry[#entry + 2] = 'e', id
     end
     if udelta then
       entry[#entry + 1], entry[#entry + 2] = 'w', udelta

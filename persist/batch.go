@@ -155,6 +155,9 @@ type UserWrite struct {
 	Incarnation int64
 	// Seq is the event's seq and Ts its time in µs; 0 for a create.
 	Seq, Ts int64
+	// EventID is the event's id ("" for a create, and for a change logged
+	// without it, before the log carried it).
+	EventID string
 	// LogPos is the change's position in the batch (EventRow.LogPos).
 	LogPos int
 	// Delta holds the keys without "user:", as JSON values.

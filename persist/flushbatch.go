@@ -297,7 +297,7 @@ func (sb *shardBatch) addUserWrites(changes []cache.Change, events bool) {
 		w := UserWrite{Key: SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}, Incarnation: c.Incarnation,
 			LogPos: sb.logPos[c.ID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
 		if c.Kind == base.ChangeAppend {
-			w.Seq, w.Ts = c.Seq, c.Ts
+			w.Seq, w.Ts, w.EventID = c.Seq, c.Ts, c.EventID
 		}
 		for _, p := range c.UserDelta {
 			w.Delta[p.Key] = json.RawMessage(p.Value)

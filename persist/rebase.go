@@ -336,8 +336,10 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSe
 	// The writes no event of the batch carries (a create's initial user:
 	// keys, the events of a session deleted since), unless the database
 	// holds their change: its session at a later incarnation, deleted, or
-	// created (and, for an event, its event: at or past its seq, and at its
-	// time, since an older copy in Redis numbers over the database's events).
+	// created (and, for an event at or below the row's rev, the event
+	// itself: by its id, since an older copy in Redis numbers over the
+	// database's events and may stamp its own at the very time of the
+	// database's at that seq; by its time for a change logged without it).
 	for _, w := range b.UserWrites {
 		if w.Key.AppName != k.app || w.Key.UserID != k.user {
 			continue
@@ -348,7 +350,7 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSe
 		case t.incarnation > w.Incarnation || t.deleted || w.Seq == 0:
 			continue
 		case w.Seq <= t.rev:
-			held, err := eventAt(ctx, tx, d, w.Key, w.Ts)
+			held, err := eventHeld(ctx, tx, d, w)
 			if err != nil {
 				return err
 			}
@@ -390,17 +392,26 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSe
 	return nil
 }
 
-// eventAt tells whether the database holds an event of session key at ts
-// (µs): an event at its seq in Redis's copy that the database holds, or one
-// Redis numbered over the database's (an event stored again at exactly the
-// database's time cannot be told from it: docs/design.md, "Ids unknown to
-// an older copy").
-func eventAt(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, ts int64) (bool, error) {
-	at := formatTime(time.UnixMicro(ts))
+// eventHeld tells whether the database holds the event of w, a write at
+// or below its session row's rev: by the event's id (an older copy in Redis
+// may number its own event over the database's at the very time of it:
+// simulation seed 970678225580), or, for a change logged without the id
+// (before the log carried it), by its time (µs), which cannot tell an event
+// Redis numbered over the database's at that time from the database's.
+func eventHeld(ctx context.Context, tx *sql.Tx, d *dialect, w UserWrite) (bool, error) {
+	key := w.Key
 	var n int
-	err := tx.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM events
+	var err error
+	if w.EventID != "" {
+		err = tx.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM events
+WHERE app_name = ? AND user_id = ? AND session_id = ? AND id = ?`),
+			key.AppName, key.UserID, key.SessionID, w.EventID).Scan(&n)
+	} else {
+		at := formatTime(time.UnixMicro(w.Ts))
+		err = tx.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM events
 WHERE app_name = ? AND user_id = ? AND session_id = ? AND "timestamp" >= ? AND "timestamp" <= ?`),
-		key.AppName, key.UserID, key.SessionID, at, at).Scan(&n)
+			key.AppName, key.UserID, key.SessionID, at, at).Scan(&n)
+	}
 	if err != nil {
 		return false, fmt.Errorf("read events of %s to rebase its user: %w", key, err)
 	}
