@@ -252,6 +252,15 @@ func TestApplyRebasedUserWrites(t *testing.T) {
 		over := write("s1", inc1, 2, 5)
 		over.Ts++
 		over.Delta = map[string]json.RawMessage{"over": json.RawMessage(`1`)}
+		// One at that seq and at the very time of the database's event: told
+		// apart by its id (simulation seed 970678225580). The database's own
+		// event under its id is held at any time.
+		overSameTime := write("s1", inc1, 2, 6)
+		overSameTime.EventID = "another-event"
+		overSameTime.Delta = map[string]json.RawMessage{"same-time": json.RawMessage(`1`)}
+		heldByID := write("s1", inc1, 2, 7)
+		heldByID.EventID, heldByID.Ts = eventID(inc1, 2), heldByID.Ts+5
+		heldByID.Delta = map[string]json.RawMessage{"u": json.RawMessage(`"replayed by id"`)}
 		older := []StateUpsert{{AppName: "app", UserID: "u1", Rev: 2, State: map[string]json.RawMessage{"u": json.RawMessage(`"older copy"`)},
 			UpdateTime: eventTime(inc1, 3), Flush: 2}}
 		inc2 := inc1 + 1000
@@ -265,11 +274,14 @@ func TestApplyRebasedUserWrites(t *testing.T) {
 				write("s3", inc2, 1, 4), // after s1's e3 in the log
 				write("s1", inc1, 3, 3),
 				over,
+				overSameTime,
+				heldByID,
 			},
 		}
 		apply(t, s, batch)
 		same(t, "outcome", batch.Outcome, Outcome{RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}}})
-		want := map[string]any{"u": "s3-1", "keep": float64(1), "s2-0": float64(1), "s3-1": float64(1), "s1-3": float64(1), "over": float64(1)}
+		want := map[string]any{"u": "s3-1", "keep": float64(1), "s2-0": float64(1), "s3-1": float64(1), "s1-3": float64(1), "over": float64(1),
+			"same-time": float64(1)}
 		got, _, err := s.LoadUserState(ctx, "app", "u1")
 		must(t, err)
 		same(t, "user state: the database's, then the writes it lacked, in log order", jsonValue(t, got), want)
