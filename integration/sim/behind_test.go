@@ -428,7 +428,7 @@ func (m *Model) regressed(k sessKey, dbIDs []string, rN int, last string, taken 
 	// The same events at the same times: the copy is the database's view (an
 	// event Redis's older copy stored again is at another time).
 	same := slices.EqualFunc(copied, kept, func(a, b *mEvent) bool { return a.ID == b.ID && a.Ts == b.Ts })
-	s.Behind, s.View = rN >= 0 && !same, nil
+	s.Behind, s.View, s.CopyLost = rN >= 0 && !same, nil, copyKept
 	if s.Behind {
 		s.View = slices.Clone(copied)
 	}
@@ -485,7 +485,7 @@ func (d *driver) convergeSession(ctx context.Context, k sessKey) error {
 		d.m.tempLostOf(k)
 		d.m.mu.Lock()
 		s := d.m.Sessions[k]
-		s.Behind, s.View = false, nil
+		s.Behind, s.View, s.CopyLost = false, nil, copyKept
 		d.m.mu.Unlock()
 		d.forgetHandles(k)
 	}

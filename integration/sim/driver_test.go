@@ -448,6 +448,9 @@ func (c *client) fetch(o *op, sl *slot, n, afterMode, tempMode int) *handle {
 		return nil
 	}
 	got := resp.Session
+	if d.m.readBack(k, false) {
+		s = d.m.session(k) // the read put back the database's: one view
+	}
 	diffs, matched := d.m.readDiff(k, s, got, n, after, c.me(), true, req.InvocationID)
 	if len(diffs) > 0 {
 		d.dump(k)
@@ -855,8 +858,8 @@ func (d *driver) evict(ctx context.Context, o *op) error {
 		}
 		if ok {
 			gone = append(gone, key)
-			if w, found := owners[key]; found && w.copyKey {
-				d.m.copyGone(w.key)
+			if w, found := owners[key]; found && w.copy != keepsCopy {
+				d.m.copyGone(w.key, w.copy == appendsReadBack)
 			}
 		}
 	}
@@ -873,9 +876,10 @@ func (d *driver) keyOwners() map[string]keyOwner {
 	for _, c := range d.clients {
 		for _, sl := range append(append([]*slot(nil), c.slots...), c.shared...) {
 			sk := d.e.keys.Session(sl.key.App, sl.key.User, sl.key.SID)
-			for _, key := range []string{sk.Session, sk.Events, sk.EventIDs} {
-				out[key] = keyOwner{key: sl.key, copyKey: true}
+			for _, key := range []string{sk.Session, sk.Events} {
+				out[key] = keyOwner{key: sl.key, copy: readsReadBack}
 			}
+			out[sk.EventIDs] = keyOwner{key: sl.key, copy: appendsReadBack}
 			for _, key := range []string{sk.Temp, sk.Undo} {
 				out[key] = keyOwner{key: sl.key}
 			}
@@ -884,15 +888,28 @@ func (d *driver) keyOwners() map[string]keyOwner {
 	return out
 }
 
-// keyOwner is the session a key belongs to. copyKey: without the key Redis
-// no longer holds the session as it was (the session hash, or its events or
-// event ids, which a partly evicted session is read back for, hydrate.lua):
-// the next read of the session puts back what the database holds, so an
-// older copy of it is gone.
+// keyOwner is the session a key belongs to, and what its loss does to an
+// older copy of the session Redis holds.
 type keyOwner struct {
-	key     sessKey
-	copyKey bool
+	key  sessKey
+	copy copyLoss
 }
+
+// copyLoss: whether a key's loss ends an older copy of its session, and at
+// which call.
+type copyLoss int
+
+const (
+	keepsCopy copyLoss = iota // the temp hash, the undo records
+	// readsReadBack: the session hash or its events; get.lua and
+	// append.lua find the session gone or partly evicted, and the call
+	// reads the database's back.
+	readsReadBack
+	// appendsReadBack: the event ids; append.lua counts them (get.lua
+	// does not: a read still answers the copy's events), and the append
+	// reads the database's back.
+	appendsReadBack
+)
 
 // dump writes what Redis and Postgres hold of session k into the history,
 // for a failure's post-mortem.

@@ -453,7 +453,10 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		return
 	}
 	h.rev = s.rev() + 1
-	if s.Behind && !beforeCopyEnd(s.View, ts) {
+	if c.d.m.readBack(k, true) {
+		// Redis had lost a key of its older copy: the append put back the
+		// database's session first (copyGone), and went after its events.
+	} else if s.Behind && !beforeCopyEnd(s.View, ts) {
 		// Redis answered after its older copy's last event: the handle
 		// follows the copy's numbering, and lacks the database's events the
 		// copy lacks. Once the copy is let go (the database's numbering

@@ -221,22 +221,46 @@ func (m *Model) copyBehind(k sessKey, n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.Sessions[k]
-	s.Behind, s.View = true, slices.Clone(s.Events[:n])
+	s.Behind, s.View, s.CopyLost = true, slices.Clone(s.Events[:n]), copyKept
 	s.TempSure = map[string]bool{}
 }
 
 // copyGone: Redis lost a key of k that the session is read back for
-// (keyOwner.copyKey): an older copy of k it held is gone, and the next read
-// puts back the database's events and numbering (standalone single seed
-// 331527015200, #75: the events and session hash of a copy evicted; the
-// model still held two views, and a handle read back from the database at
-// #78 was held at the copy's numbering, taken as stale at #99).
-func (m *Model) copyGone(k sessKey) {
+// (keyOwner.copy): an older copy of k it held goes at the next call that
+// finds the loss (readBack; appendOnly: the event ids, which only an append
+// counts), which puts back the database's events and numbering; until then
+// reads and lists may still answer the copy (standalone single seed
+// 331527015200, #75: the events and session hash of a copy evicted; a
+// handle read back from the database at #78 was held at the copy's
+// numbering, taken as stale at #99; seed 1046909943327, #323 and #327: the
+// event ids of a copy evicted, and a list and a read still answered the
+// copy's).
+func (m *Model) copyGone(k sessKey, appendOnly bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s := m.Sessions[k]; s != nil && s.Behind {
-		s.Behind, s.View = false, nil
+	s := m.Sessions[k]
+	switch {
+	case s == nil || !s.Behind || s.CopyLost == copyLostReads:
+	case appendOnly:
+		s.CopyLost = copyLostAppends
+	default:
+		s.CopyLost = copyLostReads
 	}
+}
+
+// readBack: a read (append: an append) of k through the service answered;
+// if Redis had lost a key of its older copy that the call finds
+// (copyGone), the call put back the database's session, and the copy is
+// gone. It reports whether it was.
+func (m *Model) readBack(k sessKey, append bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	if s == nil || s.CopyLost == copyKept || (s.CopyLost == copyLostAppends && !append) {
+		return false
+	}
+	s.Behind, s.View, s.CopyLost = false, nil, copyKept
+	return true
 }
 
 // allCopiesGone: Redis lost everything (FLUSHALL): no older copy of a
@@ -245,7 +269,7 @@ func (m *Model) allCopiesGone() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range m.Sessions {
-		s.Behind, s.View = false, nil
+		s.Behind, s.View, s.CopyLost = false, nil, copyKept
 	}
 }
 

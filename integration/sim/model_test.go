@@ -75,10 +75,23 @@ type mSession struct {
 	// + 1 µs when not after it).
 	Behind bool
 	View   []*mEvent
+	// CopyLost: Redis lost a key of the older copy that the session is
+	// read back for (copyGone); the next call that finds it ends the copy
+	// (readBack).
+	CopyLost copyLost
 	// FlushedN: events a complete flush wrote to the database (a
 	// regression may not lose them).
 	FlushedN int
 }
+
+// copyLost is what Redis lost of an older copy of a session (copyGone).
+type copyLost int
+
+const (
+	copyKept        copyLost = iota
+	copyLostAppends          // its event ids: the next append reads the session back
+	copyLostReads            // its hash or events: the next read or append does
+)
 
 // views are the event lists a read of the session may answer.
 func (s *mSession) views() [][]*mEvent {
@@ -462,7 +475,7 @@ func (m *Model) adkAppended(k sessKey, e *mEvent, user map[string]any) {
 	defer m.mu.Unlock()
 	s := m.Sessions[k]
 	if !s.Behind {
-		s.Behind, s.View = true, slices.Clone(s.Events)
+		s.Behind, s.View, s.CopyLost = true, slices.Clone(s.Events), copyKept
 	}
 	s.Events = append(s.Events, e)
 	uk := userKey{k.App, k.User}
