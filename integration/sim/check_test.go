@@ -214,7 +214,7 @@ func (m *Model) readDiff(k sessKey, s *mSession, got *service.Session, n int, af
 	for i, evs := range s.views() {
 		diffs := checkEvents(evs, got, n, after)
 		diffs = append(diffs, m.stateDiffOf(k, evs, stateOf(got), me, owned, inv)...)
-		if lu, want := got.LastUpdateTime().UnixMicro(), s.as(evs).updateTime(); lu != want {
+		if lu, want := got.LastUpdateTime().UnixMicro(), s.as(evs).updateTime(); !s.as(evs).updatedAt(lu) {
 			diffs = append(diffs, fmt.Sprintf("LastUpdateTime %d, want %d", lu, want))
 		}
 		switch {

@@ -130,7 +130,7 @@ FROM events ORDER BY app_name, user_id, session_id, "timestamp"`, func(rows *sql
 			continue
 		}
 		want := dbSession{State: s.state(), CreateUS: s.Inc, UpdateUS: s.updateTime()}
-		if !reflect.DeepEqual(row, want) {
+		if !reflect.DeepEqual(row, want) && !d.m.rowAllowed(k, s, row, want) {
 			diffs = append(diffs, fmt.Sprintf("db: sessions row of %v: %s, want %s", k, js(row), js(want)))
 		}
 		rows := events[k]
@@ -261,4 +261,24 @@ func snakeKeys(v any) any {
 	return walkJSON(v, func(k string, val any) (string, any, bool) {
 		return testenv.ToSnake(k), val, k != "args" && k != "response"
 	})
+}
+
+// rowAllowed: the sessions row of k differs from want only where a regress
+// left it a lost event's keys or time (Model.lostState). Called with m.mu
+// held.
+func (m *Model) rowAllowed(k sessKey, s *mSession, row, want dbSession) bool {
+	if row.CreateUS != want.CreateUS || !s.updatedAt(row.UpdateUS) {
+		return false
+	}
+	for _, key := range sortedKeys(want.State, row.State) {
+		w, wok := want.State[key]
+		g, gok := row.State[key]
+		if wok && gok && reflect.DeepEqual(jsonRound(g), jsonRound(w)) {
+			continue
+		}
+		if !m.looseValue(writtenKey(k, key), jsonRound(g), gok) {
+			return false
+		}
+	}
+	return true
 }

@@ -82,6 +82,10 @@ type mSession struct {
 	// FlushedN: events a complete flush wrote to the database (a
 	// regression may not lose them).
 	FlushedN int
+	// LostUT: the times of events a regress lost after the last event
+	// kept, which the sessions row may carry as its update time until a
+	// later event (lostState).
+	LostUT []int64
 }
 
 // copyLost is what Redis lost of an older copy of a session (copyGone).
@@ -128,6 +132,21 @@ func (s *mSession) updateTime() int64 {
 		return s.Inc
 	}
 	return s.lastTs()
+}
+
+// updatedAt tells whether us is an update time the database's view of s
+// may read: its last event's, or a lost one's the row kept (LostUT).
+func (s *mSession) updatedAt(us int64) bool {
+	return us == s.updateTime() || slices.Contains(s.LostUT, us)
+}
+
+// afterLost is s with, after its events, one at ts, a time a lost event
+// may have left the sessions row (LostUT): a session read back from the row
+// stamps its next event after that time.
+func (s *mSession) afterLost(ts int64) *mSession {
+	c := *s
+	c.Events = append(slices.Clone(s.Events), &mEvent{Ts: ts})
+	return &c
 }
 
 // storedTs is where an event asking for ts is stored: not after the previous
@@ -539,6 +558,12 @@ func (m *Model) appended(k sessKey, e *mEvent, temp map[string]any, userD, appD 
 		}
 	}
 	s.Events = append(s.Events, e)
+	s.LostUT = nil // the row takes this event's time
+	for key := range e.Delta {
+		if scopeOf(key) == scopeSession {
+			delete(m.Loose, writtenKey(k, key)) // and its keys
+		}
+	}
 	s.applyTemp(e.Inv, temp)
 	if s.LostAt.After(since) {
 		s.TempSure = map[string]bool{}
