@@ -65,7 +65,11 @@ type driver struct {
 	conflictMu sync.Mutex
 	conflicts  map[sessKey]map[string]bool
 	// holds, when set, answers copyHolds instead of Redis (the model's tests).
-	holds  func(k sessKey, id string) bool
+	holds func(k sessKey, id string) bool
+	// revs, when set, answers redisRev instead of Redis (the model's
+	// tests); without it, in the model's tests, Redis's revision is not
+	// known.
+	revs func(k sessKey) (int64, bool)
 	counts [len(opNames)]atomic.Int64
 	kindMu sync.Mutex
 	kinds  map[string]int // faults carried out, by kind and mode (each seed's summary)

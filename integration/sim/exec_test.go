@@ -243,6 +243,31 @@ func (c *client) record(o *op, sl *slot, h *handle, p pred, sent, ev *service.Ev
 	}
 }
 
+// redisRev is Redis's revision of session k now (its m:rev), false when
+// Redis holds no session hash of it or cannot be read.
+func (d *driver) redisRev(k sessKey) (int64, bool) {
+	if d.revs != nil {
+		return d.revs(k)
+	}
+	if d.e == nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var rev int64
+	var found bool
+	err := faultRetry(ctx, func() error {
+		v, err := d.e.rdb.HGet(ctx, d.e.keys.Session(k.App, k.User, k.SID).Session, "m:rev").Int64()
+		found = err == nil
+		rev = v
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		return err
+	})
+	return rev, err == nil && found
+}
+
 // copyHolds tells whether Redis's copy of k holds an event with id now
 // (its event-id index). The answer to an append cannot tell the copy's
 // storing a retry again at the database's time from its looking the id up
@@ -464,6 +489,13 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 	if c.d.m.readBack(k, true) {
 		// Redis had lost a key of its older copy: the append put back the
 		// database's session first (copyGone), and went after its events.
+	} else if rev, ok := c.d.redisRev(k); s.Behind && !sl.shared && ok && rev == h.rev {
+		// Redis says which numbering it stored the event at: the
+		// database's (cluster single seed 234739287161, #410: a
+		// ConcurrentAppends service brought a handle of the copy to the
+		// database's numbering, the copy let go and read back since, the
+		// event answered after the last event of either; held at the
+		// copy's, the handle was taken as stale at #429).
 	} else if s.Behind && !beforeCopyEnd(s.View, ts) {
 		// Redis answered after its older copy's last event: the handle
 		// follows the copy's numbering, and lacks the database's events the

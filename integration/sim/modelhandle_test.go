@@ -176,3 +176,29 @@ func TestModelCopyEvicted(t *testing.T) {
 	db, _ := predict(s, h, next, false)
 	require.Equal(t, outcomeNames[outAppend], outcomeNames[db])
 }
+
+// TestModelHandleAtRedisRev: an append through a handle of Redis's older
+// copy, answered after the last event of both views, follows the numbering
+// Redis stored it at, which Redis tells (cluster single seed 234739287161,
+// #410: the database's; held at the copy's, the handle was taken as stale
+// at #429).
+func TestModelHandleAtRedisRev(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		redisRev int64
+		want     int64
+	}{
+		{"the database's numbering", 8, 8},
+		{"the copy's numbering", 7, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, d, cl := behindClient(7) // the database holds e7, Redis's copy does not
+			d.revs = func(sessKey) (int64, bool) { return c.redisRev, true }
+			h := &handle{s: &service.Session{}, inc: 1, rev: 6}
+			sent := &service.Event{ID: "e8", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
+			cl.adoptAppend(&op{}, cl.slots[0], h, sent, "e8", 100, time.Now(), true) // after both views' last
+			require.Empty(t, d.failed)
+			require.Equal(t, c.want, h.rev)
+		})
+	}
+}
