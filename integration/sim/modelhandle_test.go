@@ -25,11 +25,18 @@ func TestModelHandleAfterBehindAppend(t *testing.T) {
 	c.adoptAppend(&op{}, c.slots[0], h, sent, "e8", 100, time.Now(), true)
 	require.Empty(t, d.failed)
 
-	s := d.m.session(k)
-	next := &service.Event{ID: "e9", InvocationID: "inv", Author: "user"}
+	requireStaleToDBOnly(t, d.m.session(k), h, "e7")
+}
+
+// requireStaleToDBOnly: the next append through h is stale to the
+// database's view of s (the handle never saw missed) and current to the
+// copy's.
+func requireStaleToDBOnly(t *testing.T, s *mSession, h *handle, missed string) {
+	t.Helper()
+	next := &service.Event{ID: "next", InvocationID: "inv", Author: "user"}
 	db, _ := predict(s, h, next, false)
 	view, _ := predict(s.as(s.View), h, next, false)
-	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: the handle never saw e7")
+	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: the handle never saw %s", missed)
 	require.Equal(t, outcomeNames[outAppend], outcomeNames[view], "the copy's view: the handle is current")
 }
 
@@ -55,11 +62,7 @@ func TestModelHandleReadBehind(t *testing.T) {
 	require.Len(t, views, 2)
 	require.Equal(t, ids(views[0][len(views[0])-2:]), ids(views[1][len(views[1])-2:]), "a read of the last 2 events matches both")
 	read := &handle{s: &service.Session{}, inc: 1, rev: readRev(views)}
-	next := &service.Event{ID: "e9", InvocationID: "inv", Author: "user"}
-	db, _ := predict(s, read, next, false)
-	view, _ := predict(s.as(s.View), read, next, false)
-	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: read from the copy, the handle never saw e4")
-	require.Equal(t, outcomeNames[outAppend], outcomeNames[view], "the copy's view: the handle is current")
+	requireStaleToDBOnly(t, s, read, "e4") // read from the copy
 }
 
 // behindClient is a client of a session of n flushed events whose Redis
@@ -142,11 +145,7 @@ func TestModelDupFromCopy(t *testing.T) {
 	require.Empty(t, d.failed)
 	require.Equal(t, int64(9), h.rev, "the handle stays at the copy's numbering")
 
-	next := &service.Event{ID: "e11", InvocationID: "inv", Author: "user"}
-	db, _ := predict(s, h, next, false)
-	view, _ := predict(s.as(s.View), h, next, false)
-	require.Equal(t, outcomeNames[outStale], outcomeNames[db], "the database's view: the handle never saw e9")
-	require.Equal(t, outcomeNames[outAppend], outcomeNames[view], "the copy's view: the handle is current")
+	requireStaleToDBOnly(t, s, h, "e9")
 }
 
 // TestModelCopyEvicted: once Redis loses a key an older copy of a session
