@@ -69,7 +69,7 @@ type driver struct {
 	// revs, when set, answers redisRev instead of Redis (the model's
 	// tests); without it, in the model's tests, Redis's revision is not
 	// known.
-	revs func(k sessKey) (int64, bool)
+	revs   func(k sessKey) (int64, bool)
 	counts [len(opNames)]atomic.Int64
 	kindMu sync.Mutex
 	kinds  map[string]int // faults carried out, by kind and mode (each seed's summary)

@@ -74,13 +74,6 @@ func (b *Base) Stop() bool {
 // Wait waits for the running task, if any, to return, without stopping it.
 func (b *Base) Wait() { b.wg.Wait() }
 
-// Running reports whether a task Start ran has not returned yet.
-func (b *Base) Running() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.running
-}
-
 // Jitter returns d plus a random duration in [0, d/div]: periodic work of
 // many processes spreads out instead of arriving at once.
 func Jitter(d time.Duration, div int64) time.Duration {
