@@ -222,13 +222,22 @@ type IndexFix struct {
 	Cached bool
 }
 
+// IndexPlace is where a session is in its user's index.
+type IndexPlace struct {
+	Score int64
+	// Indexed: the session is in the index (else Score is 0).
+	Indexed bool
+}
+
 // RepairUserIndex moves each fix's session to its To in the user's index
 // if nothing changed since the listing read it: its score is still Was and
 // Redis still holds the session hash with m:ut To (Cached), or still holds
-// none of it. A session written, put back or deleted since is left as it
-// is: its writer set its place. It reports which fixes it applied.
-func (s *Store) RepairUserIndex(ctx context.Context, app, user string, fixes []IndexFix) ([]bool, error) {
-	done := make([]bool, len(fixes))
+// none of it. A session written, put back, deleted or repaired by another
+// listing since is left as it is: its writer set its place. It returns
+// each fix's session's place after the call, the one it set or the one it
+// found.
+func (s *Store) RepairUserIndex(ctx context.Context, app, user string, fixes []IndexFix) ([]IndexPlace, error) {
+	places := make([]IndexPlace, len(fixes))
 	for i, f := range fixes {
 		k := s.keys.Session(app, user, f.SID)
 		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
@@ -239,6 +248,7 @@ func (s *Store) RepairUserIndex(ctx context.Context, app, user string, fixes []I
 			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 				return err
 			}
+			places[i] = IndexPlace{Score: int64(score.Val()), Indexed: score.Err() == nil}
 			if score.Err() != nil || int64(score.Val()) != f.Was ||
 				f.Cached && ut.Val() != strconv.FormatInt(f.To, 10) || !f.Cached && exists.Val() != 0 {
 				return nil
@@ -247,14 +257,25 @@ func (s *Store) RepairUserIndex(ctx context.Context, app, user string, fixes []I
 				p.ZAddXX(ctx, k.UserIndex, redis.Z{Score: float64(f.To), Member: f.SID})
 				return nil
 			})
-			done[i] = err == nil
+			if err == nil {
+				places[i].Score = f.To
+			}
 			return err
 		}, k.UserIndex, k.Session)
-		if err != nil && !errors.Is(err, redis.TxFailedErr) {
+		if errors.Is(err, redis.TxFailedErr) {
+			// Changed between the read and the move: read where it is now.
+			score, zerr := s.rdb.ZScore(ctx, k.UserIndex, f.SID).Result()
+			places[i] = IndexPlace{Score: int64(score), Indexed: zerr == nil}
+			err = zerr
+			if errors.Is(zerr, redis.Nil) {
+				err = nil
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("repair the session index of user %s: %w", user, err)
 		}
 	}
-	return done, nil
+	return places, nil
 }
 
 // UserCursorAfter tells whether the place (score, sid) in a user's index

@@ -155,21 +155,18 @@ func TestListFollowsDatabaseTimes(t *testing.T) {
 	}
 }
 
-// TestListWalkAfterTimeWentDown: a session deleted and created again has
-// an older update time than its earlier incarnation, whose place an index
-// Redis got back older still holds. A walk with pages of one session
-// lists the other session first and each once: the repaired session is
-// left to the page that reaches its new place.
-func TestListWalkAfterTimeWentDown(t *testing.T) {
-	t.Parallel()
-	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
-	kc, kd := sessKey{"app", "u", "c"}, sessKey{"app", "u", "d"}
+// timeWentDown leaves sessions c and d of app/u flushed and evicted, with
+// c's place in the index (us) above d's while its time, after a delete and
+// a create again, is below: the index as Redis had it before.
+func timeWentDown(e *wbEnv) (kc, kd sessKey, us string) {
+	e.t.Helper()
+	kc, kd = sessKey{"app", "u", "c"}, sessKey{"app", "u", "d"}
 	c := e.create(e.svc, "app", "u", "c", nil)
 	d := e.create(e.svc, "app", "u", "d", nil)
 	e.stampedEvent(c, "c1", time.Date(2150, 1, 1, 0, 0, 0, 0, time.UTC))
 	e.stampedEvent(d, "d1", time.Now().Add(time.Hour).Truncate(time.Millisecond))
 	e.flush(e.svc)
-	us := e.sessionKeys("app", "u", "").UserIndex
+	us = e.sessionKeys("app", "u", "").UserIndex
 	old := e.dumpKeys(us)
 	e.delete(e.svc, "app", "u", "c")
 	e.flush(e.svc)
@@ -178,6 +175,18 @@ func TestListWalkAfterTimeWentDown(t *testing.T) {
 	e.evictSession(kc)
 	e.evictSession(kd)
 	e.restoreKeys(old, us)
+	return kc, kd, us
+}
+
+// TestListWalkAfterTimeWentDown: a session deleted and created again has
+// an older update time than its earlier incarnation, whose place an index
+// Redis got back older still holds. A walk with pages of one session
+// lists the other session first and each once: the repaired session is
+// left to the page that reaches its new place.
+func TestListWalkAfterTimeWentDown(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+	kc, kd, _ := timeWentDown(e)
 
 	want := e.listed(kd, kc)
 	require.Equal(t, want, e.walk("app", "u", 1), "newest first, each once")
@@ -288,6 +297,20 @@ func (h *afterReadHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
+// hooked opens a service of e's configuration whose Redis client runs
+// hook.
+func (e *wbEnv) hooked(hook redis.Hook) *service.Service {
+	e.t.Helper()
+	opt, err := redis.ParseURL(e.cfg.RedisURL)
+	require.NoError(e.t, err)
+	rdb := redis.NewClient(opt)
+	e.t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(hook)
+	cfg := e.cfg
+	cfg.RedisURL, cfg.Redis = "", rdb
+	return e.open(cfg)
+}
+
 // TestListUserWhileIndexChanges: a page of a user's listing takes more
 // than one read of the index when the members the previous page returned
 // fill the first; the index changes between them (a session listed before
@@ -306,14 +329,7 @@ func TestListUserWhileIndexChanges(t *testing.T) {
 	}
 	hook := &afterReadHook{key: e.sessionKeys("app", "u", "").UserIndex}
 	hook.fn = func() { e.stampedEvent(sessions[2], "a2", base.Add(time.Hour)) } // a moves up
-	opt, err := redis.ParseURL(e.cfg.RedisURL)
-	require.NoError(t, err)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	rdb.AddHook(hook)
-	cfg := e.cfg
-	cfg.RedisURL, cfg.Redis = "", rdb
-	lister := e.open(cfg)
+	lister := e.hooked(hook)
 
 	page := func(token string) ([]string, string) {
 		resp, err := lister.List(wbCtx(t), &service.ListRequest{AppName: "app", UserID: "u", PageSize: 1, PageToken: token})
@@ -356,4 +372,44 @@ func TestListUserSameTimes(t *testing.T) {
 	for _, size := range []int{1, 2, 3, 100} {
 		require.Equal(t, want, e.walk("app", "u", size), "pages of %d", size)
 	}
+}
+
+// TestListRepairedByAnotherListing: two walks of one user find the same
+// session at a place above its time (the index put back older, the
+// session's time gone down) and the other walk's listing repairs it first.
+// The walk whose repair is refused still leaves the session to the page
+// that reaches its new place, and lists each session once (found by the
+// simulation: the session was listed on the page and again at its new
+// place).
+func TestListRepairedByAnotherListing(t *testing.T) {
+	t.Parallel()
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
+	kc, kd, us := timeWentDown(e)
+	want := e.listed(kd, kc)
+
+	// The other listing runs between this walk's read of its first page
+	// and the page's repair.
+	hook := &afterReadHook{key: us}
+	hook.fn = func() {
+		_, err := e.svc.List(wbCtx(t), &service.ListRequest{AppName: "app", UserID: "u", PageSize: 10})
+		require.NoError(t, err)
+	}
+	lister := e.hooked(hook)
+
+	hook.armed.Store(true)
+	var listed []string
+	token := ""
+	for range 10 {
+		resp, err := lister.List(wbCtx(t), &service.ListRequest{AppName: "app", UserID: "u", PageSize: 1, PageToken: token})
+		require.NoError(t, err)
+		for _, s := range resp.Sessions {
+			listed = append(listed, fmt.Sprintf("%s@%d", s.ID(), s.LastUpdateTime().UnixMicro()))
+		}
+		if token = resp.NextPageToken; token == "" {
+			break
+		}
+	}
+	require.False(t, hook.armed.Load(), "the other listing ran")
+	require.Equal(t, want, listed, "newest first, each once")
+	e.requireIndexAtDB(kc, kd)
 }

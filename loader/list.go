@@ -57,8 +57,9 @@ func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit in
 // returns the page in the order of the times listed. The walk the page is
 // part of still lists each session once: a session moved past the end of
 // the page (items' last, when there is a next page) is left to the page
-// that reaches its new place; one moved up is listed here, and later pages
-// start after this one. Nothing is read or written when every session is
+// that reaches its new place, whether this page's repair or another
+// listing's moved it; one moved up is listed here, and later pages start
+// after this one. Nothing is read or written when every session is
 // at its time (docs/design.md, "Indexes and lists").
 func (l *Loader) followTimes(ctx context.Context, app, user string, items []cache.ListItem, next string, out []Listed) ([]Listed, error) {
 	score := make(map[string]int64, len(items))
@@ -77,14 +78,17 @@ func (l *Loader) followTimes(ctx context.Context, app, user string, items []cach
 	if len(fixes) == 0 {
 		return out, nil
 	}
-	done, err := l.cache.RepairUserIndex(ctx, app, user, fixes)
+	places, err := l.cache.RepairUserIndex(ctx, app, user, fixes)
 	if err != nil {
 		return nil, err
 	}
 	last := items[len(items)-1]
 	moved := map[string]bool{}
 	for i, f := range fixes {
-		if done[i] && next != "" && cache.UserCursorAfter(f.To, f.SID, last.Score, last.SID) {
+		// Moved by this repair or by another listing's: where it is now
+		// decides which page lists it.
+		at := places[i]
+		if at.Indexed && next != "" && cache.UserCursorAfter(at.Score, f.SID, last.Score, last.SID) {
 			moved[f.SID] = true
 		}
 	}
