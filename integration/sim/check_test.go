@@ -404,8 +404,8 @@ func (d *driver) checkShared(ctx context.Context, rng *rand.Rand) []string {
 			if i > 0 && ts <= prevTs {
 				diffs = append(diffs, fmt.Sprintf("shared %v: event %q at %d not after %d", k, g.ID, ts, prevTs))
 			}
-			if w.Req > 0 && (i == 0 && ts != w.Req || i > 0 && ts != max(w.Req, prevTs+1)) {
-				diffs = append(diffs, fmt.Sprintf("shared %v: event %q stored at %d, asked %d after %d", k, g.ID, ts, w.Req, prevTs))
+			if df := s.sharedStamp(w, ts, prevTs, i == 0); df != "" {
+				diffs = append(diffs, fmt.Sprintf("shared %v: %s", k, df))
 			}
 			prevTs = ts
 			ordered = append(ordered, w)

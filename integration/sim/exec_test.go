@@ -310,7 +310,7 @@ func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Eve
 	_, _, _, temp := split(sent.Actions.StateDelta)
 	c.d.m.viewAppended(k, e, temp)
 	_, user, app, _ := split(e.Delta)
-	c.d.m.storedAgain(k, user, app)
+	c.d.m.storedAgain(k, e.Ts, user, app)
 	h.rev = int64(len(c.d.m.session(k).View)) // the handle follows the copy it appended to
 	c.d.knownDup.Add(1)
 	if o.IDMode == idReuse || c.d.m.otherInDB(k, sent) {

@@ -86,6 +86,34 @@ type mSession struct {
 	// kept, which the sessions row may carry as its update time until a
 	// later event (lostState).
 	LostUT []int64
+	// Again: the times at which Redis's older copy stored events the
+	// database holds under their ids (storedAgain), which the database does
+	// not take: Redis stamps an event after its copy's last, so the next
+	// one may follow such a time, not the database's previous event.
+	Again []int64
+}
+
+// sharedStamp checks the time a concurrently appended event e was stored
+// at (ts) against the one it asked for, given the previous event of the
+// stored history (prev; first: none): the later of the two, or just after
+// a time an older copy stored an event again in between (Again).
+func (s *mSession) sharedStamp(e *mEvent, ts, prev int64, first bool) string {
+	if e.Req == 0 {
+		return ""
+	}
+	after := []int64{}
+	if !first {
+		after = append(after, prev)
+	}
+	for _, a := range s.Again {
+		if first || a > prev {
+			after = append(after, a)
+		}
+	}
+	if first && ts == e.Req || slices.ContainsFunc(after, func(a int64) bool { return ts == max(e.Req, a+1) }) {
+		return ""
+	}
+	return fmt.Sprintf("event %q stored at %d, asked %d after %d", e.ID, ts, e.Req, prev)
 }
 
 // copyLost is what Redis lost of an older copy of a session (copyGone).
@@ -586,17 +614,19 @@ func (m *Model) viewAppended(k sessKey, e *mEvent, temp map[string]any) {
 }
 
 // storedAgain: Redis's older copy of k stored again an event the database
-// holds under its id (storedOverDB), with its user and app parts (keys
-// without their prefix). Its user: keys went into the user hash, which the
+// holds under its id (storedOverDB), at ts, with its user and app parts
+// (keys without their prefix). Its user: keys went into the user hash, which the
 // rebase then replaces with the database's; its app: step ran again as a
 // new change with a new order number (which wins the merge into the
 // database too) when Redis had lost the record of the first one, and not
 // otherwise (docs/design.md, "Ids unknown to an older copy"). So each such
 // key may read as before or as the event's value, in Redis and in the
 // database, until it is written again.
-func (m *Model) storedAgain(k sessKey, user, app map[string]any) {
+func (m *Model) storedAgain(k sessKey, ts int64, user, app map[string]any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	s := m.Sessions[k]
+	s.Again = append(s.Again, ts)
 	mayHold := func(w string, cur map[string]any, key string, v any) {
 		alts := m.Loose[w]
 		if alts == nil {

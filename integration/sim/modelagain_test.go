@@ -191,3 +191,23 @@ func ids(evs []*mEvent) []string {
 	}
 	return out
 }
+
+// TestModelSharedAfterStoredAgain: a shared session's older copy stores an
+// event the database holds again (at 101, after the database's last event
+// at 100); the next event, asked for an older time, is stamped after the
+// copy's last event (102). The database keeps its own event, so the stored
+// history goes 100, 102: the checkpoint allows that gap, and only that one
+// (standalone single seed 762529296100, checkpoint 4: it wanted 101).
+func TestModelSharedAfterStoredAgain(t *testing.T) {
+	k := sessKey{App: "a", User: "shared", SID: "s"}
+	d, _ := modelClient(k)
+	d.m.created(k, 1, nil)
+	d.m.storedAgain(k, 101, nil, nil)
+	s := d.m.session(k)
+	e := &mEvent{ID: "e2", Req: 50}
+	require.Empty(t, s.sharedStamp(e, 102, 100, false), "after the event stored again")
+	require.Empty(t, s.sharedStamp(e, 101, 100, false), "after the database's last event")
+	require.NotEmpty(t, s.sharedStamp(e, 103, 100, false), "no other time")
+	require.NotEmpty(t, s.sharedStamp(&mEvent{ID: "e3", Req: 50}, 102, 102, false), "a time stored again before the previous event does not count")
+	require.Empty(t, s.sharedStamp(&mEvent{ID: "e4", Req: 200}, 200, 100, false), "a later time asked for is kept")
+}
