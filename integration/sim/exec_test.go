@@ -411,9 +411,10 @@ func (c *client) acknowledgedDup(o *op, h *handle, had *mEvent, ev *service.Even
 		c.failf(o, "duplicate delivery answered id %q ts %d, want the stored %q ts %d", ev.ID, ev.Timestamp.UnixMicro(), had.ID, had.Ts)
 		return
 	}
-	if s := c.d.m.session(c.keyOfHandle(o)); s != nil {
+	k := c.keyOfHandle(o)
+	if s := c.d.m.session(k); s != nil {
 		evs, rev := s.Events, s.rev()
-		if s.Behind && slices.Contains(s.View, had) {
+		if s.Behind && (slices.Contains(s.View, had) || c.d.copyAnswered(k, s, had)) {
 			// Answered by Redis's older copy (its event, its time): the
 			// handle follows the copy's numbering, not the database's
 			// (cluster concurrent seed 843168760264, #105: moved to the
@@ -429,6 +430,21 @@ func (c *client) acknowledgedDup(o *op, h *handle, had *mEvent, ev *service.Even
 		}
 	}
 	c.log("duplicate acknowledged: %s at %d", had.ID, had.Ts)
+}
+
+// copyAnswered: the database's event had, which Redis's older copy of k
+// holds too at the same time, was answered by the copy: the answer cannot
+// tell, Redis's numbering can (its m:rev is the copy's). Standalone
+// concurrent seed 613387936541, #72: the duplicate moved the handle to the
+// database's numbering, and after a rebasing flush had let the copy go
+// the handle was taken as current at #80.
+func (d *driver) copyAnswered(k sessKey, s *mSession, had *mEvent) bool {
+	i := indexOf(s.View, had.ID)
+	if i < 0 || s.View[i].Ts != had.Ts || int64(len(s.View)) == s.rev() {
+		return false
+	}
+	rev, ok := d.redisRev(k)
+	return ok && rev == int64(len(s.View))
 }
 
 func (c *client) keyOfHandle(o *op) sessKey { return sessKeyOf(o, c) }

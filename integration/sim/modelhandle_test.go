@@ -201,3 +201,41 @@ func TestModelHandleAtRedisRev(t *testing.T) {
 		})
 	}
 }
+
+// TestModelDupInBothViews: a duplicate of an event both views hold at the
+// same time follows the numbering Redis answered it at, which Redis tells
+// (standalone concurrent seed 613387936541, #72: the copy's; moved to the
+// database's, the handle was taken as current at #80).
+func TestModelDupInBothViews(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		redisRev int64
+		want     int64
+	}{
+		{"the copy's numbering", 7, 7},
+		{"the database's numbering", 8, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, d, cl := behindClient(7) // the database holds e7, Redis's copy does not
+			sent := &service.Event{ID: "e8", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
+			e8 := storedForm(sent)
+			e8.Ts, e8.Sent = 100, sent.Clone()
+			d.m.appended(k, e8, nil, nil, nil, time.Now()) // after both views' last: the same time in each
+			s := d.m.session(k)
+			require.Equal(t, int64(100), s.event("e8").Ts)
+
+			d.revs = func(sessKey) (int64, bool) { return c.redisRev, true }
+			// Read from the copy after e8 (its 7th), or from the database
+			// before it: the answer cannot tell.
+			h := &handle{s: &service.Session{}, inc: 1, rev: 7}
+			want, had := predict(s, h, sent, false)
+			require.Equal(t, outcomeNames[outDup], outcomeNames[want])
+			answer := &service.Event{ID: "e8", Timestamp: time.UnixMicro(100).UTC()}
+			p, ok := cl.answered(&op{}, cl.alternatives(k, h, sent, want, had, false), nil, "e8", answer)
+			require.True(t, ok)
+			cl.record(&op{}, cl.slots[0], h, p, sent, answer, time.Now())
+			require.Empty(t, d.failed)
+			require.Equal(t, c.want, h.rev)
+		})
+	}
+}
