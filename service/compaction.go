@@ -211,19 +211,15 @@ func keepScopeOrigins(events []*Event, keep []bool) {
 // those, every visible event that answers it: what
 // _recover_compacted_function_calls may put back, under any filter.
 func keepCallsOfResponses(events []*Event, visible, keep []bool) {
-	calls, responses := map[string][]int{}, map[string][]int{}
-	for i, e := range events {
-		if !visible[i] {
-			continue
+	// Each event's parts are read once, and only as far as needed: the
+	// common view answers no call, and then only the kept events are read.
+	parts := make([][]contentPart, len(events))
+	read := make([]bool, len(events))
+	partsOf := func(i int) []contentPart {
+		if !read[i] {
+			parts[i], read[i] = contentParts(events[i].Content), true
 		}
-		for _, p := range contentParts(e.Content) {
-			if c := p.FunctionCall; c != nil && c.ID != "" {
-				calls[c.ID] = append(calls[c.ID], i)
-			}
-			if r := p.FunctionResponse; r != nil && r.ID != "" {
-				responses[r.ID] = append(responses[r.ID], i)
-			}
-		}
+		return parts[i]
 	}
 	// Every kept event's responses (a compaction's: its compacted content's),
 	// a superset of what the model gets: the more calls kept, the same.
@@ -233,7 +229,24 @@ func keepCallsOfResponses(events []*Event, visible, keep []bool) {
 			if r, ok := pythonCompaction(e); ok {
 				answered = appendResponseIDs(answered, r.content)
 			} else {
-				answered = appendResponseIDs(answered, e.Content)
+				answered = appendPartResponseIDs(answered, partsOf(i))
+			}
+		}
+	}
+	if len(answered) == 0 {
+		return
+	}
+	calls, responses := map[string][]int{}, map[string][]int{}
+	for i := range events {
+		if !visible[i] {
+			continue
+		}
+		for _, p := range partsOf(i) {
+			if c := p.FunctionCall; c != nil && c.ID != "" {
+				calls[c.ID] = append(calls[c.ID], i)
+			}
+			if r := p.FunctionResponse; r != nil && r.ID != "" {
+				responses[r.ID] = append(responses[r.ID], i)
 			}
 		}
 	}
@@ -245,7 +258,7 @@ func keepCallsOfResponses(events []*Event, visible, keep []bool) {
 		}
 	}
 	for j := range siblings {
-		for _, p := range contentParts(events[j].Content) {
+		for _, p := range partsOf(j) {
 			if c := p.FunctionCall; c != nil && c.ID != "" {
 				for _, k := range responses[c.ID] {
 					keep[k] = true
@@ -256,7 +269,12 @@ func keepCallsOfResponses(events []*Event, visible, keep []bool) {
 }
 
 func appendResponseIDs(ids []string, content json.RawMessage) []string {
-	for _, p := range contentParts(content) {
+	return appendPartResponseIDs(ids, contentParts(content))
+}
+
+// appendPartResponseIDs appends the ids of the function responses of parts.
+func appendPartResponseIDs(ids []string, parts []contentPart) []string {
+	for _, p := range parts {
 		if r := p.FunctionResponse; r != nil && r.ID != "" {
 			ids = append(ids, r.ID)
 		}
@@ -459,13 +477,28 @@ func contentParts(content json.RawMessage) []contentPart {
 // matches ASCII case-insensitively (no other rune folds to u, n, c or t), so
 // a content without that, and without a \u escape that could spell it, holds
 // neither.
+//
+// It looks for the c (IndexByte; c and u are the rarest of the four in prose)
+// and checks the letters around it: several times faster on text than a
+// check of every byte, and it runs on every event of a view.
 func mayNameCalls(content []byte) bool {
-	for i := 0; i+3 < len(content); i++ {
-		switch c := content[i]; {
-		case c == '\\' && content[i+1] == 'u':
-			return true
-		case c|0x20 == 'u' && content[i+1]|0x20 == 'n' && content[i+2]|0x20 == 'c' && content[i+3]|0x20 == 't':
-			return true
+	if len(content) < 4 {
+		return false
+	}
+	if bytes.Contains(content[:len(content)-2], []byte(`\u`)) {
+		return true
+	}
+	for _, c := range [2]byte{'c', 'C'} {
+		for from := 2; from < len(content)-1; {
+			j := bytes.IndexByte(content[from:len(content)-1], c)
+			if j < 0 {
+				break
+			}
+			at := from + j
+			if content[at-2]|0x20 == 'u' && content[at-1]|0x20 == 'n' && content[at+1]|0x20 == 't' {
+				return true
+			}
+			from = at + 1
 		}
 	}
 	return false

@@ -236,7 +236,7 @@ func (w *viewWalk) run(ctx context.Context, tail []cache.EventRecord) (whole boo
 // callIDs is the function call ids of e's content.
 func callIDs(e *Event) []string {
 	var ids []string
-	for _, p := range functionParts(e.Content) {
+	for _, p := range contentParts(e.Content) {
 		if c := p.FunctionCall; c != nil && c.ID != "" {
 			ids = append(ids, c.ID)
 		}

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -65,7 +64,7 @@ func compactionIndexEntry(e *Event) string {
 			}
 		}
 	}
-	for _, p := range functionParts(e.Content) {
+	for _, p := range contentParts(e.Content) {
 		if c := p.FunctionCall; c != nil {
 			if c.ID != "" {
 				put('c', c.ID)
@@ -82,7 +81,7 @@ func compactionIndexEntry(e *Event) string {
 		}
 	}
 	if !own {
-		for _, p := range functionParts(answered) {
+		for _, p := range contentParts(answered) {
 			if r := p.FunctionResponse; r != nil && r.ID != "" {
 				put('p', r.ID)
 			}
@@ -110,31 +109,4 @@ func answeredContent(e *Event) json.RawMessage {
 		return r.content
 	}
 	return e.Content
-}
-
-// functionParts is contentParts of content, nil without parsing it when
-// content cannot hold a function call or response (mayHoldFunctionParts:
-// the commonest event, text, has none).
-func functionParts(content json.RawMessage) []contentPart {
-	if !mayHoldFunctionParts(content) {
-		return nil
-	}
-	return contentParts(content)
-}
-
-// mayHoldFunctionParts reports whether content may have a part with a
-// functionCall or functionResponse member as contentParts reads it:
-// encoding/json matches member names without regard to case (and no letter
-// of "function" folds to a non-ASCII one), and only a \u escape can spell a
-// letter of a name otherwise.
-func mayHoldFunctionParts(content []byte) bool {
-	if bytes.Contains(content, []byte(`\u`)) {
-		return true
-	}
-	for i := 0; i+8 <= len(content); i++ {
-		if content[i]|0x20 == 'f' && bytes.EqualFold(content[i:i+8], []byte("function")) {
-			return true
-		}
-	}
-	return false
 }

@@ -89,3 +89,29 @@ func TestContentPartsScan(t *testing.T) {
 		t.Errorf("a text-only content is scanned as one that may name a call")
 	}
 }
+
+// mayNameCallsSlow is mayNameCalls checking every byte: the rule itself.
+func mayNameCallsSlow(content []byte) bool {
+	for i := 0; i+3 < len(content); i++ {
+		switch c := content[i]; {
+		case c == '\\' && content[i+1] == 'u':
+			return true
+		case c|0x20 == 'u' && content[i+1]|0x20 == 'n' && content[i+2]|0x20 == 'c' && content[i+3]|0x20 == 't':
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzMayNameCalls: the scan that jumps from c to c answers what a check
+// of every byte answers, at every offset (the first and last ones too).
+func FuzzMayNameCalls(f *testing.F) {
+	for _, s := range append(partsSeeds, "unct", "UnCt", "xunct", "unc", `\u00`, `x\u0`, `\ux`, "uncT", "cccc", "u\x00ct") {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, content []byte) {
+		if got, want := mayNameCalls(content), mayNameCallsSlow(content); got != want {
+			t.Fatalf("mayNameCalls(%q) = %v, want %v", content, got, want)
+		}
+	})
+}
