@@ -1272,3 +1272,40 @@ func TestADKWritesStateDuringRebase(t *testing.T) {
 		})
 	}
 }
+
+// TestLostEventUserWriteKept: Redis loses an event (an older copy of its
+// session's keys put back) but keeps its user's hash, which holds the
+// event's user: write. The write is an acknowledged delta the user holds:
+// it reaches the database whether or not the batch rebases the user (here
+// because ADK appended to another session of the user). Found by the
+// simulation (standalone concurrent seed 482763761856, checkpoint 2: the
+// DUMP regress of a session, the user rebased with another session, and
+// user:c0.u2 = null lost: the rebase applied the deltas of the events the
+// batch carries, and the lost event's was in none).
+func TestLostEventUserWriteKept(t *testing.T) {
+	t.Parallel()
+	for _, rebased := range []bool{true, false} {
+		t.Run(fmt.Sprint("rebased=", rebased), func(t *testing.T) {
+			t.Parallel()
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+			a := e.create(e.svc, "app", "u", "a", nil)
+			e.mustAppend(e.svc, a, "i1", "one", map[string]any{"k": 1})
+			b := e.create(e.svc, "app", "u", "b", nil)
+			e.mustAppend(e.svc, b, "i1", "one", map[string]any{"user:y": 1})
+			e.flushOnce()
+			want := map[string]any{"x": nil, "y": float64(1), "z": float64(3)}
+			if rebased {
+				adkAppend(t, e, sessKey{"app", "u", "b"}, "adk2", 2, b.LastUpdateTime().Add(time.Second))
+				want["last"], want["own-adk2"] = float64(2), float64(2)
+			}
+			k := e.sessionKeys("app", "u", "a")
+			keys := append(k.Owned(), k.Session) // not the user's hash
+			old := e.dumpKeys(keys...)
+			e.mustAppend(e.svc, a, "i2", "two", map[string]any{"user:x": nil})
+			e.restoreKeys(old, keys...) // the event lost, its user: write kept
+			e.mustAppend(e.svc, b, "i3", "three", map[string]any{"user:z": 3})
+			e.flushOnce()
+			e.requireUserState("app", "u", want)
+		})
+	}
+}

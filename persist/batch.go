@@ -139,8 +139,11 @@ type Batch struct {
 	// state rows, as ADK's does, and the batch creates them ({} when missing).
 	Voided []VoidedCreate
 	// UserWrites are the user: writes of the batch's changes that no event
-	// of the batch carries: a create's initial user: keys, and the events
-	// of a session deleted (or created again) before the batch read it.
+	// of the batch carries: a create's initial user: keys, the events of a
+	// session deleted (or created again) before the batch read it, and the
+	// events its read of the session did not return (lost with Redis since:
+	// an older copy of the session's keys came back while the user's hash
+	// kept their writes) or that were dead-lettered.
 	// Apply reads them only to rebase a user's state (docs/design.md,
 	// "Redis behind the database"): Redis's snapshot of the hash holds
 	// them otherwise.

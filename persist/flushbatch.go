@@ -20,6 +20,9 @@ import (
 type sessionChanges struct {
 	key     SessionKey
 	changes []cache.Change
+	// carried: the log entries (cache.Change.ID) of the appends whose
+	// events the batch's read of the session returned (addSession).
+	carried map[string]bool
 }
 
 func groupChanges(changes []cache.Change) []*sessionChanges {
@@ -195,7 +198,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 				sb.addMark(g.key, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
 				deleted = append(deleted, g)
 				live = g.changes[i+1:]
-				sb.addUserWrites(g.changes[:i], true)
+				sb.addUserWrites(g.changes[:i], nil)
 				break
 			}
 		}
@@ -228,8 +231,11 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		sb.addSession(refs[i], upserts[i], r)
 		if r.Err == nil {
 			// A create's user: keys are in no event; the events of a
-			// session gone since the log was read are in none of the batch.
-			sb.addUserWrites(upserts[i].changes, r.Snap == nil)
+			// session gone since the log was read are in none of the batch,
+			// nor are those Redis lost since (an older copy of the
+			// session's keys put back, the user's hash kept: their writes
+			// are acknowledged deltas the user holds).
+			sb.addUserWrites(upserts[i].changes, upserts[i].carried)
 		}
 	}
 	// The user state that deleted sessions changed stays (as app state
@@ -287,11 +293,11 @@ func (s *Store) WriteAppState(ctx context.Context, rd *cache.Store, app string) 
 }
 
 // addUserWrites adds to the batch the user: writes of changes that no
-// event of the batch carries (Batch.UserWrites): those of creates, and with
-// events those of appends too.
-func (sb *shardBatch) addUserWrites(changes []cache.Change, events bool) {
+// event of the batch carries (Batch.UserWrites): those of creates, and those
+// of appends whose entries carried does not name (nil: none).
+func (sb *shardBatch) addUserWrites(changes []cache.Change, carried map[string]bool) {
 	for _, c := range changes {
-		if c.UserDelta == nil || (c.Kind != base.ChangeCreate && !(events && c.Kind == base.ChangeAppend)) {
+		if c.UserDelta == nil || (c.Kind != base.ChangeCreate && (c.Kind != base.ChangeAppend || carried[c.ID])) {
 			continue
 		}
 		w := UserWrite{Key: SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}, Incarnation: c.Incarnation,
@@ -385,6 +391,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", base.SessionName(ref.App, ref.User, ref.SID), e.Err),
 			map[string]any{"member": e.Member})
 	}
+	g.carried = carriedAppends(g, up.Events)
 	// The row's revision is the last event the database holds after this
 	// batch, not the one Redis had when the session was read (appends may
 	// have come since, their entries in a later batch): readers number the
@@ -409,6 +416,27 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	}
 	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev,
 		Hold: -heldChanges(g.changes), EventID: lastID, UserFlush: userFlush})
+}
+
+// carriedAppends names the appends of g whose events the batch writes
+// (rows): the others' user: writes (events Redis lost since, or read and
+// dead-lettered) reach a rebased user as UserWrites. An entry is its
+// event's when the seq and time match and, when the entry names its event,
+// the id: an older copy of the session numbers its new events over the ones
+// it lost, at their very time at times (simulation seed 970678225580).
+func carriedAppends(g *sessionChanges, rows []EventRow) map[string]bool {
+	bySeq := make(map[int64]*EventRow, len(rows))
+	for i := range rows {
+		bySeq[rows[i].Seq] = &rows[i]
+	}
+	carried := make(map[string]bool, len(rows))
+	for _, c := range g.changes {
+		if row := bySeq[c.Seq]; c.Kind == base.ChangeAppend && row != nil &&
+			row.Timestamp.UnixMicro() == c.Ts && (c.EventID == "" || c.EventID == row.ID) {
+			carried[c.ID] = true
+		}
+	}
+	return carried
 }
 
 // addUser adds user state st, read with a session of g, to the batch at

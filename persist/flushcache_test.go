@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/adksession/adksession/cache"
@@ -61,7 +63,15 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 		{ID: "2-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 1, Ts: 10,
 			AppDelta: []cache.Pair{{Key: "a", Value: `2`}}, AppOrder: 7, EventID: "e1"},
 		{ID: "3-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s2", Incarnation: inc, Seq: 1, Ts: 15},
-		{ID: "4-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20},
+		{ID: "4-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20,
+			UserDelta: []cache.Pair{{Key: "carried", Value: `1`}}, EventID: "e2"},
+		// Another event at e2's seq and time, which an older copy of s1
+		// numbered e2 over, and one after the last the read returned: Redis
+		// lost both since (their user: writes are in the user's hash).
+		{ID: "4-1", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20,
+			UserDelta: []cache.Pair{{Key: "over", Value: `2`}}, EventID: "lost-over"},
+		{ID: "6-1", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 4, Ts: 40,
+			UserDelta: []cache.Pair{{Key: "after", Value: `4`}}, EventID: "lost-after"},
 		{ID: "5-0", Kind: base.ChangeDelete, App: "app", User: "u", SID: "s2", Incarnation: inc},
 		{ID: "6-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 3, Ts: 30},
 		{ID: "7-0", Kind: base.ChangeCreate, App: "app", User: "u", SID: "s3", Incarnation: inc2,
@@ -76,7 +86,7 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	// What it read: s1's appends' time range with its create-time state,
 	// s3's create; nothing of s2, whose delete ends the batch's changes.
 	wantRefs := []cache.FlushRef{
-		{App: "app", User: "u", SID: "s1", Incarnation: inc, MinTs: 10, MaxTs: 30, Create: true},
+		{App: "app", User: "u", SID: "s1", Incarnation: inc, MinTs: 10, MaxTs: 40, Create: true},
 		{App: "app", User: "u", SID: "s3", Incarnation: inc2, MinTs: 1, MaxTs: 0, Create: true},
 	}
 	if !jsonEqual(t, rd.refs, wantRefs) {
@@ -104,8 +114,16 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	if len(b.Voided) != 1 || b.Voided[0].Key.SessionID != "s3" {
 		t.Errorf("voided %+v, want s3's create (gone since)", b.Voided)
 	}
-	if len(b.UserWrites) != 1 || b.UserWrites[0].Key.SessionID != "s3" || string(b.UserWrites[0].Delta["u0"]) != "true" {
-		t.Errorf("user writes %+v, want s3's create's u0", b.UserWrites)
+	// The writes no event of the batch carries: the two s1 lost, and s3's
+	// create's (e2's is carried by e2).
+	var writes []string
+	for _, w := range b.UserWrites {
+		for k, v := range w.Delta {
+			writes = append(writes, fmt.Sprintf("%s %d %s %s=%s", w.Key.SessionID, w.Seq, w.EventID, k, v))
+		}
+	}
+	if want := []string{"s1 2 lost-over over=2", "s1 4 lost-after after=4", "s3 0  u0=true"}; !slices.Equal(writes, want) {
+		t.Errorf("user writes %q, want %q", writes, want)
 	}
 	if len(b.UserStates) != 1 || b.UserStates[0].Rev != 3 || b.UserStates[0].Flush != 2 {
 		t.Errorf("user states %+v, want u at rev 3", b.UserStates)

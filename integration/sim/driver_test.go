@@ -953,6 +953,24 @@ func (d *driver) dump(k sessKey) {
 		return err
 	})
 	d.hist.add("  dump %v: db events %v (%v)", k, rows, err)
+	user, err := d.e.rdb.HGetAll(ctx, sk.User).Result()
+	d.hist.add("  dump %v: redis user hash %v (%v)", k, sortedPairs(user), err)
+	var state string
+	var urev, flushes int64
+	err = d.e.db.QueryRowContext(ctx, `SELECT u.state::text, coalesce(s.rev, 0), coalesce(s.flushes, 0) FROM user_states u
+LEFT JOIN adksession_states s ON s.app_name = u.app_name AND s.user_id = u.user_id WHERE u.app_name = $1 AND u.user_id = $2`,
+		k.App, k.User).Scan(&state, &urev, &flushes)
+	d.hist.add("  dump %v: db user state %s, rev %d, flushes %d (%v)", k, state, urev, flushes, err)
+}
+
+// sortedPairs is m as "key=value" pairs in key order.
+func sortedPairs(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sqlQuote(s string) string { return strings.ReplaceAll(s, "'", "''") }
