@@ -286,8 +286,12 @@ type AppendArgs struct {
 	// last update time is that µs (base.ErrStaleSession otherwise).
 	NoHandle     bool
 	IfUpdateTime int64
-	Concurrent   bool  // apply even when the handle is behind
-	HandleLastTs int64 // µs of the handle's last event, 0 when it has none
+	Concurrent   bool // apply even when the handle is behind
+	// HandleLastTs is the µs of the handle's last event, 0 when it has none.
+	// A handle at the stored revision whose last event is at another time
+	// saw another history of the session (an older copy Redis held, since
+	// replaced by the database's): it is stale, in both modes.
+	HandleLastTs int64
 	Ts           int64 // event timestamp µs
 	InvocationID string
 	EventID      string
@@ -359,6 +363,8 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 		v.int(a.Incarnation)
 	}
 	switch {
+	case !a.Concurrent && !a.NoHandle && a.HandleLastTs > 0:
+		v.str("@" + strconv.FormatInt(a.HandleLastTs, 10))
 	case !a.Concurrent:
 		v.str("")
 	case a.HandleLastTs > 0:

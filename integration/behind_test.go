@@ -809,6 +809,20 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			got := e.requireBehindGet(k, c.n)
 			require.NotContains(t, stateMap(got), "other")
 			require.Equal(t, stored, got.LastUpdateTime().UnixMicro(), "reads serve the database's events")
+			// The handle that stored e3 again saw another history of the
+			// session; at the database's revision (3) with another last
+			// event, it is stale (before: it appended, and kept showing the
+			// copy's state: simulation seed 371616012458). At e3's very time
+			// it cannot be told from one that saw the database's e3.
+			err = e.svc.AppendEvent(ctx, read.Session, behindEv("after", c.n+1))
+			switch {
+			case c.n != 3:
+				require.ErrorIs(t, err, service.ErrStaleSession, "behind the database's e4")
+			case c.sameTime:
+				require.NoError(t, err, "at the database's time for e3: not told apart")
+			default:
+				require.ErrorIs(t, err, service.ErrStaleSession, "another last event at the same revision")
+			}
 			if c.again.InvocationID != "inv-other" {
 				require.Empty(t, e.sessionLetters(k), "a retry is the database's e3: no conflict")
 				return

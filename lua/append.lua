@@ -17,8 +17,11 @@
 --            it is now); "=<µs>" for one that applies only while the session's last update time is that
 -- ARGV[6] -> incarnation of the caller's handle (a handle of an earlier incarnation of the id is stale); ""
 --            without a handle
--- ARGV[7] -> "" refuses a handle that is behind (stale); otherwise concurrent appends: apply anyway, and
---            return the events after this score bound ("(<µs of the handle's last event>" or "-inf")
+-- ARGV[7] -> "" or "@<µs of the handle's last event>" refuses a handle that is behind (stale); otherwise
+--            concurrent appends: apply anyway, and return the events after this score bound ("(<µs of the
+--            handle's last event>" or "-inf"). A handle at the stored revision whose last event is not at the
+--            stored last update time (m:ut) is stale in both modes: it saw another history of the session at
+--            that revision (an older copy Redis held, let go of since and read back from the database)
 -- ARGV[8] -> event timestamp in µs, in [0, 2^53) (moved to previous + 1 when not after the previous event)
 -- ARGV[9] -> invocation id
 -- ARGV[10], ARGV[11] -> the event as JSON (temp: keys already removed from its state delta) before and after
@@ -59,6 +62,9 @@ local undo, ids = KEYS[7], KEYS[8]
 -- argument equal to it is one too) and parsed only when they differ. A cap, the temp TTL and the app delta are
 -- sent only when the event has keys they apply to.
 local bound = ARGV[7]
+-- concurrent: ARGV[7] is a score bound; lastts: the handle's last event's µs, as sent (nil: none sent).
+local concurrent = bound ~= '' and string.byte(bound) ~= 64 -- '@'
+local lastts = bound ~= '' and bound ~= '-inf' and string.sub(bound, 2) or nil
 local ts0 = argv_int(8, 0, MAX_INT - 1)
 local inv = ARGV[9]
 local durable = ARGV[1] ~= ''
@@ -154,7 +160,7 @@ if u > 0 then
     uwant[3 + j] = uvals[2 * j - 1]
   end
   uh = hmget_chunked(user, uwant)
-elseif durable and behind and bound ~= '' then
+elseif durable and behind and concurrent then
   uh = redis.call('HMGET', user, 'm:rev')
 end
 if durable and uh and not uh[1] then
@@ -168,7 +174,7 @@ end
 local refused
 if checkid and (ahead or meta[9 + s] + 0 > 1) then
   refused = {-9}
-elseif (behind and bound == '') or (at and ut ~= at) then
+elseif (behind and not concurrent) or (at and ut ~= at) or (lastts and not behind and lastts ~= meta[2]) then
   refused = {-3, rev}
 end
 -- State totals (lib.lua): the session's and the user's with this event's keys, within their caps.

@@ -158,6 +158,15 @@ type handle struct {
 	s   *service.Session
 	inc int64 // incarnation it was read from
 	rev int64 // the session's revision it reflects
+	// ofCopy: its revision and last event may be those of Redis's older
+	// copy of the session (read from it, appended to it, answered by it).
+	// The service refuses as stale a handle at the stored revision whose
+	// last event is at another time than the stored one's (another history
+	// at that revision): the model allows that answer while it holds two
+	// views and, for such a handle, after (alternatives). Its session state
+	// may be the copy's (the same time at the same revision is not told
+	// apart): not checked.
+	ofCopy bool
 }
 
 type slot struct {
@@ -462,7 +471,7 @@ func (c *client) fetch(o *op, sl *slot, n, afterMode, tempMode int) *handle {
 		return nil
 	}
 	c.log("got %d of %d events, rev %d", got.Events().Len(), len(s.Events), s.rev())
-	h := &handle{s: got, inc: s.Inc, rev: readRev(matched)}
+	h := &handle{s: got, inc: s.Inc, rev: readRev(matched), ofCopy: s.Behind}
 	sl.addHandle(h)
 	return h
 }

@@ -309,6 +309,7 @@ func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Eve
 	e.ID, e.Ts, e.Client, e.Sent = ev.ID, ev.Timestamp.UnixMicro(), c.id, sent.Clone()
 	_, _, _, temp := split(sent.Actions.StateDelta)
 	c.d.m.viewAppended(k, e, temp)
+	h.ofCopy = true
 	_, user, app, _ := split(e.Delta)
 	c.d.m.storedAgain(k, e.Ts, user, app)
 	h.rev = int64(len(c.d.m.session(k).View)) // the handle follows the copy it appended to
@@ -358,9 +359,15 @@ type pred struct {
 // that copy answers.
 func (c *client) alternatives(k sessKey, h *handle, ev *service.Event, want outcome, had *mEvent, concurrent bool) []pred {
 	alts := []pred{{want: want, had: had}}
-	if s := c.d.m.session(k); s != nil && s.Behind {
+	s := c.d.m.session(k)
+	if s != nil && s.Behind {
 		w, hd := predict(s.as(s.View), h, ev, concurrent)
 		alts = append(alts, pred{want: w, had: hd})
+	}
+	if h.s != nil && s != nil && s.Inc == h.inc && (s.Behind || h.ofCopy) {
+		// The handle may be at the stored revision with another last event
+		// (ofCopy), or become so as the copy takes appends: stale.
+		alts = append(alts, pred{want: outStale})
 	}
 	return alts
 }
@@ -413,6 +420,7 @@ func (c *client) acknowledgedDup(o *op, h *handle, had *mEvent, ev *service.Even
 	}
 	k := c.keyOfHandle(o)
 	if s := c.d.m.session(k); s != nil {
+		h.ofCopy = h.ofCopy || s.Behind
 		evs, rev := s.Events, s.rev()
 		if s.Behind && (slices.Contains(s.View, had) || c.d.copyAnswered(k, s, had)) {
 			// Answered by Redis's older copy (its event, its time): the
@@ -502,7 +510,10 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		return
 	}
 	h.rev = s.rev() + 1
+	wasCopy := h.ofCopy
+	h.ofCopy = s.Behind
 	if c.d.m.readBack(k, true) {
+		h.ofCopy = false
 		// Redis had lost a key of its older copy: the append put back the
 		// database's session first (copyGone), and went after its events.
 	} else if rev, ok := c.d.redisRev(k); s.Behind && !sl.shared && ok && rev == h.rev {
@@ -528,7 +539,7 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		// handle was taken as stale at #352).
 		h.rev = int64(len(s.View)) + 1
 	}
-	if sl.shared || h.s == nil || s.Behind {
+	if sl.shared || h.s == nil || s.Behind || wasCopy {
 		return
 	}
 	want := d.m.session(k).state()

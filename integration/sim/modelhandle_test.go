@@ -239,3 +239,36 @@ func TestModelDupInBothViews(t *testing.T) {
 		})
 	}
 }
+
+// TestModelHandleOfCopyStale: a handle that stored an event again in
+// Redis's older copy (the database keeps its own under that id) may, once
+// the copy is gone, be at the database's revision with another last event:
+// the service refuses it as stale, and the model allows that answer as well
+// as the append (standalone single seed 371616012458, #128: the model wanted
+// the append alone). A handle read from the database's session is not
+// allowed it.
+func TestModelHandleOfCopyStale(t *testing.T) {
+	k, d, c := behindClient(3) // the database holds e3, Redis's copy does not
+	retry := &service.Event{ID: "e3", InvocationID: "inv", Author: "user"}
+	h := &handle{s: &service.Session{}, inc: 1, rev: 2} // read from the copy
+	answer := &service.Event{ID: "e3", Timestamp: time.UnixMicro(100).UTC()}
+	c.storedOverDB(&op{}, k, h, retry, answer) // the copy's seq 3
+	require.True(t, h.ofCopy)
+	require.EqualValues(t, 3, h.rev)
+	d.m.allCopiesGone() // a FLUSHALL: Redis reads the database's session back
+
+	next := &service.Event{ID: "e4", InvocationID: "inv", Author: "user"}
+	s := d.m.session(k)
+	want, had := predict(s, h, next, false)
+	require.Equal(t, outcomeNames[outAppend], outcomeNames[want], "at the database's revision")
+	var names []string
+	for _, p := range c.alternatives(k, h, next, want, had, false) {
+		names = append(names, outcomeNames[p.want])
+	}
+	require.Contains(t, names, outcomeNames[outStale], "another last event at that revision")
+
+	fresh := &handle{s: &service.Session{}, inc: 1, rev: 3}
+	for _, p := range c.alternatives(k, fresh, next, want, had, false) {
+		require.NotEqual(t, outcomeNames[outStale], outcomeNames[p.want], "a handle of the database's session")
+	}
+}
