@@ -24,7 +24,13 @@ const KeyProblem = "a key the database would give back as another: keys of ADK's
 //     refuse them. A top-level key with an underscore is refused too:
 //     IsStorageForm would take the event for its storage form;
 //   - a value of a bytes field (inline data, thought signatures, ...) that
-//     is not base64 every reader decodes (BytesProblem).
+//     is not base64 every reader decodes (BytesProblem);
+//   - a value of a model field that is not an object (or null), of a list
+//     of them that is not a list (or null) of objects, of a map of them
+//     that is not an object (or null) of objects: ShapeProblem (the list
+//     itself: ListProblem). ADK Python
+//     would refuse the event, and the database's call-id indexes read a
+//     part as an object.
 //
 // path is the value's JSON path (`.content.parts[0].my_key`). Only the
 // objects of ADK's models are read: the application's maps (args, state
@@ -81,28 +87,61 @@ func (m *model) checkKeys(v []byte) (path, problem string) {
 	return path, problem
 }
 
+// ShapeProblem and ListProblem are what CheckAPI says of a value of one of
+// ADK's models that is no object, of a list of them that is no list.
+const (
+	ShapeProblem = "not an object: a value of one of ADK's models is one (or null for none); ADK Python would refuse it"
+	ListProblem  = "not a list: a list of ADK's models is one, of objects (or null for none); ADK Python would refuse it"
+)
+
 func (f *field) checkKeys(v []byte) (string, string) {
+	if f.kind >= kindModel && f.kind <= kindModelMap && isNull(v) {
+		return "", ""
+	}
 	switch f.kind {
 	case kindBytes:
 		return "", BytesProblem(v)
 	case kindModel:
+		if !isObject(v) {
+			return "", ShapeProblem
+		}
 		return f.model.checkKeys(v)
 	case kindModelList:
-		elems, _ := arrayElements(v)
+		elems, ok := arrayElements(v)
+		if !ok {
+			return "", ListProblem
+		}
 		for i, e := range elems {
-			if p, why := f.model.checkKeys(e); why != "" {
+			p, why := "", ShapeProblem
+			if isObject(e) {
+				p, why = f.model.checkKeys(e)
+			}
+			if why != "" {
 				return "[" + strconv.Itoa(i) + "]" + p, why
 			}
 		}
 	case kindModelMap:
-		ms, _ := objectMembers(v)
+		ms, ok := objectMembers(v)
+		if !ok {
+			return "", ShapeProblem
+		}
 		for _, mb := range ms {
-			if p, why := f.model.checkKeys(mb.val); why != "" {
+			p, why := "", ShapeProblem
+			if isObject(mb.val) {
+				p, why = f.model.checkKeys(mb.val)
+			}
+			if why != "" {
 				return fmt.Sprintf("[%q]", mb.key) + p, why
 			}
 		}
 	}
 	return "", ""
+}
+
+// isObject tells whether v, a JSON value, is an object.
+func isObject(v []byte) bool {
+	i := skipSpace(v, 0)
+	return i < len(v) && v[i] == '{'
 }
 
 // keptByRename tells whether a key the storage form renames comes back as

@@ -34,6 +34,37 @@ func TestCheckAPIKeys(t *testing.T) {
 	}
 }
 
+// TestCheckAPIShapes: a value of one of ADK's models is an object, a list
+// of them a list of objects, a map of them an object of objects, each null
+// for none: ADK Python refuses another (pydantic), and Postgres's call-id
+// indexes read a part as an object.
+func TestCheckAPIShapes(t *testing.T) {
+	for api, want := range map[string]string{
+		`{"content":null,"groundingMetadata":null,"actions":{"compaction":null,"requestedAuthConfigs":null}}`: "",
+		`{"content":{"parts":null}}`:                                         "",
+		`{"content":{"parts":[]},"actions":{"requestedAuthConfigs":{}}}`:     "",
+		`{"content":"x"}`:                                                    ".content",
+		`{"content":[{"parts":[]}]}`:                                         ".content",
+		`{"content":{"parts":[{"functionCall":{"id":"a","name":"f"}},"x"]}}`: ".content.parts[1]",
+		`{"content":{"parts":[{"text":"a"},null]}}`:                          ".content.parts[1]",
+		`{"content":{"parts":[7]}}`:                                          ".content.parts[0]",
+		`{"content":{"parts":[[{"text":"a"}]]}}`:                             ".content.parts[0]",
+		`{"content":{"parts":{"text":"a"}}}`:                                 ".content.parts",
+		`{"content":{"parts":"a"}}`:                                          ".content.parts",
+		`{"content":{"parts":[{"functionCall":true}]}}`:                      ".content.parts[0].functionCall",
+		`{"content":{"parts":[{"functionResponse":{"parts":[1]}}]}}`:         ".content.parts[0].functionResponse.parts[0]",
+		`{"actions":{"compaction":{"compactedContent":"c"}}}`:                ".actions.compaction.compactedContent",
+		`{"actions":{"requestedAuthConfigs":[]}}`:                            ".actions.requestedAuthConfigs",
+		`{"actions":{"requestedToolConfirmations":{"fc":"yes"}}}`:            `.actions.requestedToolConfirmations["fc"]`,
+		`{"groundingMetadata":{"groundingChunks":[{"web":{}}, 1]}}`:          ".groundingMetadata.groundingChunks[1]",
+	} {
+		path, problem := CheckAPI([]byte(api))
+		if (problem == "") != (want == "") || path != want || problem != "" && problem != ShapeProblem && problem != ListProblem {
+			t.Errorf("CheckAPI(%s) = %q, %q; want %q", api, path, problem, want)
+		}
+	}
+}
+
 // keptByRename's shortcut agrees with the conversion it stands for.
 func TestKeptByRename(t *testing.T) {
 	keys := []string{"", "a", "aB", "aBC", "a1B", "x2d", "x2D", "_a", "a_", "a_b", "A", "Ab", "ABC", "0_", "a-b", "é", "functionCall", "mimeType", "tokenId", "a1b2", "aB1c"}
