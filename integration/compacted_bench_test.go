@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -41,9 +42,20 @@ func BenchmarkCompactedView(b *testing.B) {
 // read through Postgres's indexes (docs/design.md, "The compacted view",
 // "From the database"). -compacted.cold sets the history's length.
 func BenchmarkCompactedViewCold(b *testing.B) {
+	benchCompactedViewCold(b, testenv.FreshDatabase(b))
+}
+
+// BenchmarkCompactedViewColdSQLite is BenchmarkCompactedViewCold on SQLite:
+// the view's older part is read through migration 007's indexes and
+// call-id table.
+func BenchmarkCompactedViewColdSQLite(b *testing.B) {
+	benchCompactedViewCold(b, "sqlite://"+filepath.Join(b.TempDir(), "adksession.db"))
+}
+
+func benchCompactedViewCold(b *testing.B, dbURL string) {
 	// Builds off: every read is a walk, and no build of the index reads the
 	// history meanwhile (Config.DisableIndexBuilds).
-	e := newWB(b, testenv.RedisURL(b), testenv.FreshDatabase(b), func(c *service.Config) {
+	e := newWB(b, testenv.RedisURL(b), dbURL, func(c *service.Config) {
 		c.ConcurrentAppends, c.DisableIndexBuilds = true, true
 	})
 	ctx := context.Background()

@@ -67,11 +67,11 @@ func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, err
 	return snap, l.OlderEvents(ctx, a, snap)
 }
 
-// ViewIndexed reports whether the database answers ViewEvents from indexes
-// (persist.Store.ViewIndexed): then Get leaves the events older than the
+// ViewIndexed reports whether a database answers ViewEvents from its
+// indexes (both dialects do): then Get leaves the events older than the
 // cached tail of a compacted read without the compaction index to the
 // caller.
-func (l *Loader) ViewIndexed() bool { return l.opts.DB != nil && l.opts.DB.ViewIndexed() }
+func (l *Loader) ViewIndexed() bool { return l.opts.DB != nil }
 
 // ViewEvents reads from the database the events of session a that q names
 // (persist.Store.LoadViewEvents), oldest first, as records without seqs.

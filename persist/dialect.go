@@ -44,6 +44,8 @@ type dialect struct {
 	// so that what the batch decides on is what it writes over ("" when
 	// the dialect's transactions already serialize).
 	forUpdate string
+	// viewQuery is LoadViewEvents's query and its arguments.
+	viewQuery func(SessionKey, ViewQuery) (string, []any)
 	q         batchQueries
 }
 

@@ -34,11 +34,15 @@ func TestMigrate(t *testing.T) {
 		s, err := Open(ctx, u)
 		must(t, err)
 		defer s.Close()
-		same(t, "tables", tableNames(t, s), []string{
-			"adk_internal_metadata", "adksession_namespaces", "adksession_schema_migrations", "adksession_sessions", "adksession_states",
-			"app_states", "events", "sessions", "user_states"})
+		calls := []string{"adksession_event_calls"} // SQLite's call ids (migration 007)
+		if b.name == "postgres" {
+			calls = nil
+		}
+		tables := append(append([]string{"adk_internal_metadata"}, calls...), "adksession_namespaces", "adksession_schema_migrations",
+			"adksession_sessions", "adksession_states", "app_states", "events", "sessions", "user_states")
+		same(t, "tables", tableNames(t, s), tables)
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version, name FROM adksession_schema_migrations ORDER BY version`),
-			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"3", "create_state"}, {"4", "tombstones"}, {"5", "behind"}, {"6", "compacted_view"}})
+			[][]string{{"1", "adk_v1"}, {"2", "bookkeeping"}, {"3", "create_state"}, {"4", "tombstones"}, {"5", "behind"}, {"6", "compacted_view"}, {"7", "view_calls"}})
 		same(t, "ADK metadata", queryStrings(t, s.db, `SELECT key, value FROM adk_internal_metadata`),
 			[][]string{{"schema_version", "1"}})
 
@@ -65,7 +69,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		must(t, err)
 		defer s.Close()
 		same(t, "migrations", queryStrings(t, s.db, `SELECT version FROM adksession_schema_migrations ORDER BY version`),
-			[][]string{{"1"}, {"2"}, {"3"}, {"4"}, {"5"}, {"6"}})
+			[][]string{{"1"}, {"2"}, {"3"}, {"4"}, {"5"}, {"6"}, {"7"}})
 	})
 }
 
@@ -86,7 +90,7 @@ func TestMigrateFrom2(t *testing.T) {
 			must(t, err)
 		}
 		before := dump(t, s)
-		if _, err := Open(ctx, u); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "found version 2, want 6") {
+		if _, err := Open(ctx, u); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "found version 2, want 7") {
 			t.Fatalf("Open at version 2: got %v, want ErrSchema", err)
 		}
 		must(t, Migrate(ctx, u))
@@ -108,8 +112,8 @@ func TestOpenRefusesOtherSchemas(t *testing.T) {
 		for _, tc := range []struct {
 			name, change, want string
 		}{
-			{"older adksession", `DELETE FROM adksession_schema_migrations WHERE version = 6`, "found version 5, want 6"},
-			{"newer adksession", `INSERT INTO adksession_schema_migrations VALUES (7, 'future', '2030-01-01 00:00:00')`, "found version 7, want 6"},
+			{"older adksession", `DELETE FROM adksession_schema_migrations WHERE version = 7`, "found version 6, want 7"},
+			{"newer adksession", `INSERT INTO adksession_schema_migrations VALUES (8, 'future', '2030-01-01 00:00:00')`, "found version 8, want 7"},
 			{"other ADK schema", `UPDATE adk_internal_metadata SET value = '2'`, `found ADK schema_version "2", want "1"`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

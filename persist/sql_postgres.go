@@ -16,6 +16,7 @@ var postgres = &dialect{
 	pairs:      `unnest($2::text[], $3::text[]) AS k(user_id, id)`,
 	migrations: "migrations/postgres",
 	forUpdate:  ` FOR NO KEY UPDATE`,
+	viewQuery:  postgresViewQuery,
 	tableExists: `SELECT EXISTS (SELECT 1 FROM information_schema.tables
   WHERE table_schema = current_schema() AND table_name = $1)`,
 	q: batchQueries{

@@ -14,6 +14,7 @@ var sqlite = &dialect{
 	pairs:       `(SELECT value->>0 AS user_id, value->>1 AS id FROM json_each($2)) AS k`,
 	migrations:  "migrations/sqlite",
 	tableExists: `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1)`,
+	viewQuery:   sqliteViewQuery,
 	q: batchQueries{
 		readSessions: `SELECT t.app_name, t.user_id, t.session_id, t.incarnation, t.rev, t.deleted, t.written_update, s.update_time
 FROM json_each($1) AS k

@@ -13,7 +13,7 @@ import (
 // viewFromDatabase completes the compacted read of a session Redis holds
 // without its compaction index and only in part (snap: its cached tail, seqs
 // First on, read whole), the older part in the database only: it reads,
-// through the database's indexes (persist.ViewQuery, Postgres), a superset of
+// through the database's indexes (persist.ViewQuery; Postgres or SQLite), a superset of
 // the view within the history, the SQL side of what get.lua reads from the
 // index (docs/design.md, "The compacted view", "From the database"), and puts
 // it into snap.Events, oldest first, for compactedRecords to take

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,8 +23,8 @@ import (
 // one by one through AppendEvent, then read with Get{Compacted: true} with
 // Redis holding the whole session (the compaction index's read), with Redis
 // holding only the newest 3 events (MaxCachedEvents, after the flush: the
-// index's read, the older part from Postgres), with Redis holding none of
-// it (a cold read: the older part through Postgres's indexes, no index
+// index's read, the older part from the database), with Redis holding none of
+// it (a cold read: the older part through the database's indexes, no index
 // built in Redis), again (the same walk), and of a fork of the whole
 // session (whose first read builds its index, the same again). Every time
 // the view is exactly CompactedView of the history, and ADK's processing of
@@ -31,11 +32,27 @@ import (
 // it also checks what the index gives Redis's script: events of the
 // history, in order, a view themselves (the checkers accept them), fewer
 // than the history's overall.
+//
+// It runs on Postgres and on SQLite (migration 007's call-id table): on
+// both, most cold reads walk the database's indexes.
 func TestCompactedViewThroughTheStore(t *testing.T) {
 	t.Parallel()
+	for _, db := range []string{"postgres", "sqlite"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			testCompactedViewThroughTheStore(t, db)
+		})
+	}
+}
+
+func testCompactedViewThroughTheStore(t *testing.T, db string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	svc, _ := openWithDatabase(ctx, t, "cview-", Config{MaxCachedEvents: 3, DisableFlusher: true})
+	dbURL := "sqlite://" + filepath.Join(t.TempDir(), "adksession.db")
+	if db == "postgres" {
+		dbURL = testenv.FreshDatabase(t)
+	}
+	svc := openWithDatabaseAt(ctx, t, "cview-", Config{MaxCachedEvents: 3, DisableFlusher: true}, dbURL)
 	flusher := svc.NewFlusher(nil)
 	flush := func() { t.Helper(); drain(ctx, t, svc, flusher) }
 
@@ -274,12 +291,19 @@ func drain(ctx context.Context, t *testing.T, svc *Service, flusher *Flusher) {
 func openWithDatabase(ctx context.Context, t *testing.T, ns string, cfg Config) (*Service, string) {
 	t.Helper()
 	dbURL := testenv.FreshDatabase(t)
+	return openWithDatabaseAt(ctx, t, ns, cfg, dbURL), dbURL
+}
+
+// openWithDatabaseAt is openWithDatabase on the database at dbURL, which it
+// migrates.
+func openWithDatabaseAt(ctx context.Context, t *testing.T, ns string, cfg Config, dbURL string) *Service {
+	t.Helper()
 	require.NoError(t, Migrate(ctx, dbURL))
 	cfg.RedisURL, cfg.DatabaseURL, cfg.Namespace = testenv.RedisURL(t), dbURL, testenv.UniqueName(t, ns)+":"
 	svc, err := Open(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { svc.Close(context.Background()) })
-	return svc, dbURL
+	return svc
 }
 
 // appendCopies creates session sid of app/u and appends a copy of each

@@ -34,9 +34,9 @@ type GetRequest struct {
 	// (O(log n + k) for the k events of that superset; the part older than
 	// the cached tail by time from the database) and selects the view in
 	// Go. Of a session Redis holds without the index and only in part (read
-	// back from the database) the older part is read through Postgres's
-	// indexes (O(log n + k) again, plus the cached tail); one Redis holds
-	// whole without it (a fork), or on SQLite, is read whole, O(n) for n
+	// back from the database) the older part is read through the
+	// database's indexes (O(log n + k) again, plus the cached tail); one
+	// Redis holds whole without it (a fork) is read whole, O(n) for n
 	// events, and that read builds the index for the next ones.
 	Compacted bool
 }
