@@ -176,20 +176,26 @@ func TestModelCopyEvicted(t *testing.T) {
 	require.Equal(t, outcomeNames[outAppend], outcomeNames[db])
 }
 
+// redisNumberings are the two numberings Redis's m:rev can say an answer
+// followed when the database holds e7 and Redis's copy does not (the
+// behindClient(7) of the tests below), each with the handle's revision
+// after it.
+var redisNumberings = []struct {
+	name     string
+	redisRev int64
+	want     int64
+}{
+	{"the database's numbering", 8, 8},
+	{"the copy's numbering", 7, 7},
+}
+
 // TestModelHandleAtRedisRev: an append through a handle of Redis's older
 // copy, answered after the last event of both views, follows the numbering
 // Redis stored it at, which Redis tells (cluster single seed 234739287161,
 // #410: the database's; held at the copy's, the handle was taken as stale
 // at #429).
 func TestModelHandleAtRedisRev(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		redisRev int64
-		want     int64
-	}{
-		{"the database's numbering", 8, 8},
-		{"the copy's numbering", 7, 7},
-	} {
+	for _, c := range redisNumberings {
 		t.Run(c.name, func(t *testing.T) {
 			_, d, cl := behindClient(7) // the database holds e7, Redis's copy does not
 			d.revs = func(sessKey) (int64, bool) { return c.redisRev, true }
@@ -207,14 +213,7 @@ func TestModelHandleAtRedisRev(t *testing.T) {
 // (standalone concurrent seed 613387936541, #72: the copy's; moved to the
 // database's, the handle was taken as current at #80).
 func TestModelDupInBothViews(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		redisRev int64
-		want     int64
-	}{
-		{"the copy's numbering", 7, 7},
-		{"the database's numbering", 8, 8},
-	} {
+	for _, c := range redisNumberings {
 		t.Run(c.name, func(t *testing.T) {
 			k, d, cl := behindClient(7) // the database holds e7, Redis's copy does not
 			sent := &service.Event{ID: "e8", InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(100).UTC()}
