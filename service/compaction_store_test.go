@@ -53,6 +53,7 @@ func testCompactedViewThroughTheStore(t *testing.T, db string) {
 		dbURL = testenv.FreshDatabase(t)
 	}
 	svc := openWithDatabaseAt(ctx, t, "cview-", Config{MaxCachedEvents: 3, DisableFlusher: true}, dbURL)
+	require.True(t, svc.loader.ViewIndexed(), "%s: a cold compacted Get walks the database's indexes", db)
 	flusher := svc.NewFlusher(nil)
 	flush := func() { t.Helper(); drain(ctx, t, svc, flusher) }
 
