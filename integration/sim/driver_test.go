@@ -64,8 +64,9 @@ type driver struct {
 	// dead-letters them, and a checkpoint takes only these (and drops them).
 	conflictMu sync.Mutex
 	conflicts  map[sessKey]map[string]bool
-	// holds, when set, answers copyHolds instead of Redis (the model's tests).
-	holds func(k sessKey, id string) bool
+	// holds, when set, answers copyHolds instead of Redis (the model's
+	// tests): whether Redis holds the event, and at which seq.
+	holds func(k sessKey, id string) (bool, int64)
 	// revs, when set, answers redisRev instead of Redis (the model's
 	// tests); without it, in the model's tests, Redis's revision is not
 	// known.

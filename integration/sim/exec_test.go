@@ -222,20 +222,37 @@ func (c *client) record(o *op, sl *slot, h *handle, p pred, sent, ev *service.Ev
 		c.log("%s", outcomeNames[p.want])
 	case p.want == outDup:
 		c.acknowledgedDup(o, h, p.had, ev)
-	case p.orDB && !c.d.copyHolds(sl.key, ev.ID):
-		// Redis's older copy, which lacks the event the database holds
-		// under the id sent, did not store it again: it had the id looked
-		// up in the database (append.lua's {-9}: the id is not among the
-		// cached events of a copy whose older events are in the database
-		// only; docs/design.md, "Ids unknown to an older copy"), and the
-		// answer is the database's event. Nothing is written; the copy
-		// stays as it was (a read may still answer it), and so does the
-		// handle (the service brings a handle along only by an event Redis
-		// holds). Standalone single seed 227977846135, op #219: the model
-		// took the answer for the copy's new event, and wanted the app
-		// listing #222 to show it.
-		c.d.dbDup.Add(1)
-		c.log("duplicate acknowledged from the database (Redis's older copy lacks it): %s at %d", ev.ID, ev.Timestamp.UnixMicro())
+	case p.orDB:
+		switch c.d.howHeld(sl.key, ev.ID, p.had) {
+		case heldNot:
+			// Redis's older copy, which lacks the event the database
+			// holds under the id sent, did not store it again: it had the
+			// id looked up in the database (append.lua's {-9}: the id is
+			// not among the cached events of a copy whose older events are
+			// in the database only; docs/design.md, "Ids unknown to an
+			// older copy"), and the answer is the database's event.
+			// Nothing is written; the copy stays as it was (a read may
+			// still answer it), and so does the handle (the service brings
+			// a handle along only by an event Redis holds). Standalone
+			// single seed 227977846135, op #219: the model took the answer
+			// for the copy's new event, and wanted the app listing #222 to
+			// show it.
+			c.d.dbDup.Add(1)
+			c.log("duplicate acknowledged from the database (Redis's older copy lacks it): %s at %d", ev.ID, ev.Timestamp.UnixMicro())
+		case heldByDB:
+			// Redis holds the event at the database's numbering: the copy
+			// was let go (a rebasing flush, then a read that put back the
+			// database's session) before the append, and Redis answered
+			// the database's event as a duplicate; the service brings the
+			// handle along by it, as by any duplicate (standalone single
+			// seed 689124091095, #337: a concurrent handle at the copy's 4
+			// moved to the database's 8; the model took the answer for the
+			// copy's storing the event again, and wanted ErrStaleSession
+			// of the handle at #371).
+			c.acknowledgedDup(o, h, p.had, ev)
+		default:
+			c.storedOverDB(o, sl.key, h, sent, ev)
+		}
 	case p.viewOnly:
 		c.storedOverDB(o, sl.key, h, sent, ev)
 	default:
@@ -268,23 +285,52 @@ func (d *driver) redisRev(k sessKey) (int64, bool) {
 	return rev, err == nil && found
 }
 
-// copyHolds tells whether Redis's copy of k holds an event with id now
-// (its event-id index). The answer to an append cannot tell the copy's
-// storing a retry again at the database's time from its looking the id up
-// in the database; Redis can. A copy that stored the event again keeps it
-// until a rebasing flush lets go of the copy, and an event stored again at
-// the database's time does not rebase its batch (docs/design.md, "Ids
-// unknown to an older copy": not told apart).
-func (d *driver) copyHolds(k sessKey, id string) bool {
+// held says how Redis holds an event the database holds too, after an
+// append of its id answered with the database's id and time.
+type held int
+
+const (
+	// heldNot: Redis lacks it; its older copy had the id looked up in the
+	// database and wrote nothing.
+	heldNot held = iota
+	// heldAgain: the older copy stored it again.
+	heldAgain
+	// heldByDB: at the database's numbering, the copy let go of before.
+	heldByDB
+)
+
+// howHeld tells how Redis holds the event with id in k, the database's
+// event had: the answer to the append cannot tell, Redis's event-id index
+// can. A copy that stored the event again holds it at the copy's next seq,
+// until a rebasing flush lets go of the copy (an event stored again at the
+// database's time does not rebase its batch: docs/design.md, "Ids unknown
+// to an older copy", not told apart). Where the copy's next seq is the
+// database's seq of the event too, it is taken for stored again.
+func (d *driver) howHeld(k sessKey, id string, had *mEvent) held {
+	in, seq := d.copyHolds(k, id)
+	if !in {
+		return heldNot
+	}
+	s := d.m.session(k)
+	if s != nil && had != nil && seq != int64(len(s.View))+1 && seq == int64(indexOf(s.Events, had.ID)+1) {
+		return heldByDB
+	}
+	return heldAgain
+}
+
+// copyHolds tells whether Redis holds an event with id in k now (its
+// event-id index), and at which seq.
+func (d *driver) copyHolds(k sessKey, id string) (bool, int64) {
 	if d.holds != nil {
 		return d.holds(k, id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	var held bool
+	var seq int64
 	err := faultRetry(ctx, func() error {
-		err := d.e.rdb.ZScore(ctx, d.e.keys.Session(k.App, k.User, k.SID).EventIDs, id).Err()
-		held = err == nil
+		v, err := d.e.rdb.ZScore(ctx, d.e.keys.Session(k.App, k.User, k.SID).EventIDs, id).Result()
+		held, seq = err == nil, int64(v)
 		if errors.Is(err, redis.Nil) {
 			err = nil
 		}
@@ -293,7 +339,7 @@ func (d *driver) copyHolds(k sessKey, id string) bool {
 	if err != nil {
 		d.failf("read the event ids of %v from Redis: %v", k, err)
 	}
-	return held
+	return held, seq
 }
 
 // storedOverDB: an event whose id the database holds, sent again through a
@@ -350,7 +396,7 @@ type pred struct {
 	viewOnly bool
 	// orDB: with viewOnly, the answer may also be the database's event,
 	// the copy having had the id looked up there and written nothing
-	// (Redis tells which: copyHolds).
+	// (Redis tells which: storedAgain).
 	orDB bool
 }
 
@@ -391,7 +437,7 @@ func (c *client) answered(o *op, alts []pred, err error, sentID string, ev *serv
 				// and its keys may read as its values (storedOverDB).
 				// Otherwise the copy had the id looked up in the database,
 				// whose event this is (seed 227977846135, op #219).
-				return pred{want: outAppend, viewOnly: true, orDB: true}, true
+				return pred{want: outAppend, had: p.had, viewOnly: true, orDB: true}, true
 			}
 			return p, true
 		}

@@ -45,7 +45,7 @@ func TestModelStoredAgainOverDB(t *testing.T) {
 	p, ok := c.answered(&op{}, c.alternatives(k, h, retry, want, had, false), nil, retry.ID, got)
 	require.True(t, ok)
 	require.True(t, p.viewOnly, "the answer may be the copy's new event")
-	d.holds = func(sessKey, string) bool { return true } // Redis's copy holds it
+	d.holds = func(sessKey, string) (bool, int64) { return true, 1 } // Redis's copy holds it, at its next seq
 	c.record(&op{}, c.slots[0], h, p, retry, got, time.Now())
 	require.Empty(t, d.failed)
 	require.EqualValues(t, 1, d.knownDup.Load())
@@ -133,7 +133,7 @@ func TestModelRetryLookedUpInDatabase(t *testing.T) {
 			}
 			d.m.flushed()
 			d.m.copyBehind(k, 2) // the cold read of an in-flight fault: the batch with e3 committed after it
-			d.holds = func(sessKey, string) bool { return held }
+			d.holds = func(sessKey, string) (bool, int64) { return held, 3 }
 
 			h := &handle{s: &service.Session{}, inc: 1, rev: 2} // read from the copy
 			retry := last.Clone()
@@ -210,4 +210,58 @@ func TestModelSharedAfterStoredAgain(t *testing.T) {
 	require.NotEmpty(t, s.sharedStamp(e, 103, 100, false), "no other time")
 	require.NotEmpty(t, s.sharedStamp(&mEvent{ID: "e3", Req: 50}, 102, 102, false), "a time stored again before the previous event does not count")
 	require.Empty(t, s.sharedStamp(&mEvent{ID: "e4", Req: 200}, 200, 100, false), "a later time asked for is kept")
+}
+
+// TestModelDupAfterCopyLetGo: a retry, through a handle read from Redis's
+// older copy, of an event the database holds is answered with the
+// database's id and time three ways: the copy stored it again (at its next
+// seq), had it looked up in the database (Redis lacks it), or was let go
+// before the append (a rebasing flush, then a read that put back the
+// database's session), so that Redis answered the database's event, at the
+// database's seq, as a duplicate; the service then brings the handle along
+// by it, on a concurrent service to the database's numbering. Standalone
+// single seed 689124091095, #337: the model took the third for the first,
+// held the handle at the copy's numbering, and wanted ErrStaleSession at
+// #371, where the service appended.
+func TestModelDupAfterCopyLetGo(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		held             bool
+		seq              int64
+		view, rev, known int
+	}{
+		{name: "stored again", held: true, seq: 3, view: 3, rev: 3, known: 1},
+		{name: "looked up", view: 2, rev: 2},
+		{name: "copy let go", held: true, seq: 4, view: 2, rev: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := sessKey{App: "a", User: "u", SID: "s"}
+			d, c := modelClient(k)
+			d.m.created(k, 1, nil)
+			var last *service.Event
+			for i := range 4 {
+				last = &service.Event{ID: fmt.Sprintf("e%d", i+1), InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(int64(100 + i)).UTC()}
+				e := storedForm(last)
+				e.Ts, e.Sent = int64(100+i), last.Clone()
+				d.m.appended(k, e, nil, nil, nil, time.Now())
+			}
+			d.m.flushed()
+			d.m.copyBehind(k, 2)
+			d.holds = func(sessKey, string) (bool, int64) { return tc.held, tc.seq }
+
+			h := &handle{s: &service.Session{}, inc: 1, rev: 2} // read from the copy
+			retry := last.Clone()
+			o := &op{Svc: 1} // a ConcurrentAppends service
+			want, had := predict(d.m.session(k), h, retry, true)
+			require.Equal(t, outcomeNames[outDup], outcomeNames[want])
+			got := retry.Clone() // the answer, every way: e4's id and time
+			p, ok := c.answered(o, c.alternatives(k, h, retry, want, had, true), nil, retry.ID, got)
+			require.True(t, ok)
+			c.record(o, c.slots[0], h, p, retry, got, time.Now())
+			require.Empty(t, d.failed)
+			require.Len(t, d.m.session(k).View, tc.view)
+			require.EqualValues(t, tc.rev, h.rev, "the handle's numbering")
+			require.EqualValues(t, tc.known, d.knownDup.Load())
+		})
+	}
 }
