@@ -272,7 +272,7 @@ end
 
 -- The compaction index (index.lua), while the undo hash holds it whole (xok).
 if (xent or meta[4] ~= inv) and redis.call('HEXISTS', undo, 'xok') == 1 then
-  index_event(undo, seqs, tss, inv, xent or INDEX_NONE, meta[4] ~= inv)
+  index_event(undo, seqs, tss, inv, xent or index_none(), meta[4] ~= inv)
 end
 
 -- The user: keys, logged for the flusher's rebase of a user Redis holds behind the database (field w).

@@ -24,15 +24,13 @@
 --               read from the start of time)
 -- index_read reads an event's index entry (service.compactionIndexEntry: tag, length, ':', value, ...); it
 -- fails on a malformed one, so the caller checks it before its first write.
-local INDEX_TAGS = {h = true, k = true, n = true, s = true, c = true, o = true, r = true, p = true, j = true, w = true}
-
 local function index_read(s)
   local x, pos = {c = {}, o = {}, r = {}, cs = {}, ps = {}}, 1
   while pos <= #s do
     local tag = string.sub(s, pos, pos)
     local colon = string.find(s, ':', pos + 1, true)
     local n = colon and tonumber(string.sub(s, pos + 1, colon - 1))
-    if not INDEX_TAGS[tag] or not n or n % 1 ~= 0 or n < 0 or colon + n > #s then
+    if tag == '' or not string.find('hknscorpjw', tag, 1, true) or not n or n % 1 ~= 0 or n < 0 or colon + n > #s then
       fail('index entry: malformed at byte ' .. pos)
     end
     local v = string.sub(s, colon + 1, colon + n)
@@ -75,10 +73,13 @@ local function index_values(s)
   return out
 end
 
--- index_seq is the seq of a ref, as a string.
--- INDEX_NONE is the entry of an event the index needs nothing of.
-local INDEX_NONE = {c = {}, o = {}, r = {}, cs = {}, ps = {}}
+-- index_none is the entry of an event the index needs nothing of (made when needed: a table defined in front of
+-- a script is made on every call).
+local function index_none()
+  return {c = {}, o = {}, r = {}, cs = {}, ps = {}}
+end
 
+-- index_seq is the seq of a ref, as a string.
 local function index_seq(ref)
   return string.match(ref, '^(%d+)')
 end

@@ -28,7 +28,7 @@ end
 local xs = {}
 for j = 1, n do
   argv_int(3 + 3 * j - 2, 0, MAX_INT - 1)
-  xs[j] = ARGV[3 + 3 * j] ~= '' and index_read(ARGV[3 + 3 * j]) or INDEX_NONE
+  xs[j] = ARGV[3 + 3 * j] ~= '' and index_read(ARGV[3 + 3 * j]) or index_none()
 end
 
 local meta = redis.call('HMGET', sess, 'm:inc', 'm:rev', 'm:del')

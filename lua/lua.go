@@ -17,7 +17,10 @@ package lua
 
 import (
 	_ "embed"
+	"regexp"
+	"slices"
 	"strings"
+	"unicode"
 )
 
 //go:embed lib.lua
@@ -26,16 +29,119 @@ var lib string
 //go:embed index.lua
 var indexLib string
 
-// withLib puts lib.lua in front of a script's text, after its shebang line
-// (a Redis 7 "#!lua flags=..." line must stay first).
+// helpers are the top-level definitions of lib.lua and index.lua, in order.
+// A script gets in front of it only those it uses, directly or through
+// another: Redis runs a script's whole text on every call, and each
+// function or table defined costs it an allocation and a few hundred
+// instructions, whether the script calls it or not.
+var helpers = append(definitions(lib), definitions(indexLib)...)
+
+// withLib puts in front of a script's text, after its shebang line (a Redis
+// 7 "#!lua flags=..." line must stay first), the helpers it uses.
 func withLib(script string) string {
-	return withPrefix(lib, script)
+	return withHelpers(script, helpers)
 }
 
-// withIndex puts lib.lua and index.lua (the compaction index's helpers) in
-// front of a script's text, as withLib.
+// withIndex is withLib, for the scripts that keep or read the compaction
+// index (index.lua's helpers): the same now that a script gets only the
+// helpers it uses.
 func withIndex(script string) string {
-	return withPrefix(lib+indexLib, script)
+	return withLib(script)
+}
+
+// definition is one top-level definition of a helper file ("local function
+// name(" or "local NAME ="), with the comment lines above it and its body.
+type definition struct {
+	names []string
+	text  string
+}
+
+var definitionLine = regexp.MustCompile(`^local (?:function )?([A-Za-z_][A-Za-z0-9_]*(?:, *[A-Za-z_][A-Za-z0-9_]*)*)`)
+
+// definitions cuts a helper file into its top-level definitions. A comment
+// at the start of a line goes with the definition below it; the indented
+// lines and the "end" that follow a definition are its body. Comments
+// before the first definition (the file's header) are left out.
+func definitions(src string) []definition {
+	var out []definition
+	var comments strings.Builder
+	for _, line := range strings.SplitAfter(src, "\n") {
+		switch m := definitionLine.FindStringSubmatch(line); {
+		case m != nil:
+			var names []string
+			for _, n := range strings.Split(m[1], ",") {
+				names = append(names, strings.TrimSpace(n))
+			}
+			out = append(out, definition{names: names, text: comments.String() + line})
+			comments.Reset()
+		case strings.HasPrefix(line, "--") || (comments.Len() > 0 && strings.TrimSpace(line) == ""):
+			comments.WriteString(line)
+		case len(out) > 0 && comments.Len() == 0:
+			out[len(out)-1].text += line
+		case strings.TrimSpace(line) != "":
+			panic("lua: a helper file's top-level line is neither a definition, its body, nor a comment: " + line)
+		}
+	}
+	return out
+}
+
+// withHelpers puts in front of script the definitions of defs it uses,
+// directly or through another, in their order (a Lua local is seen only
+// after its definition).
+func withHelpers(script string, defs []definition) string {
+	used := make([]bool, len(defs))
+	for pending := []string{script}; len(pending) > 0; {
+		names := identifiers(pending[0])
+		pending = pending[1:]
+		for i, d := range defs {
+			if !used[i] && slices.ContainsFunc(d.names, func(n string) bool { return names[n] }) {
+				used[i] = true
+				pending = append(pending, d.text)
+			}
+		}
+	}
+	var prefix strings.Builder
+	for i, d := range defs {
+		if used[i] {
+			prefix.WriteString(d.text)
+		}
+	}
+	return withPrefix(prefix.String(), script)
+}
+
+// identifiers returns the names Lua code uses: its identifiers outside
+// comments and string literals (field names after a dot count too, which
+// only ever adds a definition).
+func identifiers(code string) map[string]bool {
+	out := map[string]bool{}
+	for i := 0; i < len(code); {
+		c := code[i]
+		switch {
+		case c == '-' && strings.HasPrefix(code[i:], "--"):
+			if j := strings.IndexByte(code[i:], '\n'); j >= 0 {
+				i += j
+			} else {
+				i = len(code)
+			}
+		case c == '\'' || c == '"':
+			for i++; i < len(code) && code[i] != c; i++ {
+				if code[i] == '\\' {
+					i++
+				}
+			}
+			i++
+		case c == '_' || unicode.IsLetter(rune(c)):
+			j := i
+			for j < len(code) && (code[j] == '_' || unicode.IsLetter(rune(code[j])) || unicode.IsDigit(rune(code[j]))) {
+				j++
+			}
+			out[code[i:j]] = true
+			i = j
+		default:
+			i++
+		}
+	}
+	return out
 }
 
 func withPrefix(prefix, script string) string {
