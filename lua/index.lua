@@ -1,6 +1,6 @@
--- index.lua: the compaction index's helpers, which package lua puts after lib.lua in front of the scripts that
--- keep or read the index (append, rewind, get, compacted_calls, index_build) and only those: every script pays
--- for defining what it has in front of it.
+-- index.lua: the compaction index's helpers. Package lua puts in front of a script, after lib.lua's, the ones
+-- the script uses (append, rewind, get, compacted_calls, index_build), and only those: every script pays for
+-- defining what it has in front of it.
 
 -- The compaction index (docs/design.md, "The compacted view"): fields x* of a session's undo hash, written by
 -- append.lua and rewind.lua (index_event) while the hash holds it whole (xok, set by create.lua, or by

@@ -5,10 +5,10 @@
 // so that a full Redis refuses them before their first write (package cache
 // runs them without it on servers that cannot compile it). Every script receives all
 // its keys in KEYS and touches keys of one hash slot only, so the same scripts
-// run on standalone Redis and on Redis Cluster. lib.lua (input checks,
-// commands in chunks that Lua's unpack can take) is put in front of each,
-// and index.lua (the compaction index) after it in front of those that keep
-// or read the index. Package cache wraps them.
+// run on standalone Redis and on Redis Cluster. Of lib.lua (input checks,
+// commands in chunks that Lua's unpack can take) and index.lua (the
+// compaction index), each script gets in front of it the helpers it uses.
+// Package cache wraps them.
 //
 // It is internal to adksession: the scripts, their KEYS and ARGV, change with
 // the key layout (docs/redis-keys.md is the contract for tools that read
