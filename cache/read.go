@@ -2,12 +2,16 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base/startstop"
 )
 
 // EventRecord is a cached event: its sequence number, timestamp (µs, the
@@ -245,6 +249,15 @@ func eventRecords(v any) ([]EventRecord, error) {
 }
 
 func parseMember(member, score string) (EventRecord, error) {
+	ts, err := strconv.ParseFloat(score, 64)
+	if err != nil {
+		return EventRecord{}, fmt.Errorf("event score: %w", err)
+	}
+	return parseRecord(member, ts)
+}
+
+// parseRecord reads an events zset member ("<seq>:<json>") and its score.
+func parseRecord(member string, score float64) (EventRecord, error) {
 	seq, js, ok := strings.Cut(member, ":")
 	if !ok {
 		return EventRecord{}, fmt.Errorf("event member without sequence number")
@@ -253,11 +266,7 @@ func parseMember(member, score string) (EventRecord, error) {
 	if err != nil {
 		return EventRecord{}, fmt.Errorf("event sequence number: %w", err)
 	}
-	ts, err := strconv.ParseFloat(score, 64)
-	if err != nil {
-		return EventRecord{}, fmt.Errorf("event score: %w", err)
-	}
-	return EventRecord{Seq: n, Ts: int64(ts), JSON: js}, nil
+	return EventRecord{Seq: n, Ts: int64(score), JSON: js}, nil
 }
 
 // maxScore is the largest timestamp µs the scripts take: a Lua number holds
@@ -277,8 +286,10 @@ type GetArgs struct {
 }
 
 // Get reads a session, its user and app state and a window of its events in
-// one round trip (the session script and the app hash, pipelined). Errors:
-// ErrNotCached, ErrDeleted, ErrUserNotCached, ErrIncomplete.
+// one round trip: the session script and, for a window, the events'
+// ZRANGE in one MULTI (an event passed through the script costs Redis
+// several times what ZRANGE costs), and the app hash. Errors: ErrNotCached,
+// ErrDeleted, ErrUserNotCached, ErrIncomplete.
 func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	k := s.keys.Session(a.App, a.User, a.SID)
 	after := ""
@@ -287,25 +298,63 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 		after = strconv.FormatInt(min(a.After, maxScore), 10)
 	}
 	keys := []string{k.Session, k.Events, k.Temp, k.User, k.Undo}
-	args := []any{after, a.NumRecent, a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)}
+	mode := "2" // the window's events by ZRANGE
+	if a.Compacted {
+		mode = "1"
+	}
+	args := []any{after, a.NumRecent, a.InvocationID, boolArg(s.durable), mode}
 	var script *redis.Cmd
+	var window *redis.ZSliceCmd
 	var app *redis.MapStringStringCmd
-	for attempt := 0; ; attempt++ {
-		pipe := s.rdb.Pipeline()
-		if attempt == 0 {
+	// The app hash is in the MULTI on one server; in a cluster it has a
+	// slot of its own, and is read beside it.
+	_, oneServer := s.rdb.(*redis.Client)
+	var appRead chan *redis.MapStringStringCmd
+	if !oneServer {
+		appRead = make(chan *redis.MapStringStringCmd, 1)
+		go func() { appRead <- s.rdb.HGetAll(ctx, s.keys.App(a.App).State) }()
+	}
+	for eval, retries := false, 0; ; {
+		pipe := s.rdb.TxPipeline()
+		if !eval {
 			script = s.pick(getScript).EvalSha(ctx, pipe, keys, args...)
 		} else {
 			script = s.pick(getScript).Eval(ctx, pipe, keys, args...)
 		}
-		app = pipe.HGetAll(ctx, s.keys.App(a.App).State)
+		if !a.Compacted {
+			window = pipe.ZRangeArgsWithScores(ctx, windowRange(k.Events, after, a.NumRecent))
+		}
+		if oneServer {
+			app = pipe.HGetAll(ctx, s.keys.App(a.App).State)
+		}
 		_, err := pipe.Exec(ctx)
-		if attempt == 0 && isNoScript(script.Err()) {
+		if !eval && isNoScript(script.Err()) {
+			eval = true
+			continue
+		}
+		if err != nil && !oneServer && retries < len(txRetryBackoff) && noReply(ctx, err) {
+			// go-redis sends a cluster's MULTI again to the node it first
+			// chose, unlike a pipeline, which it maps again by the slot map
+			// followFailovers reloads: a dead master in the map fails every
+			// attempt. The next Exec maps the slot anew.
+			if !startstop.Wait(ctx, txRetryBackoff[retries]) {
+				return nil, fmt.Errorf("get script: %w", err)
+			}
+			retries++
 			continue
 		}
 		if err != nil && err != redis.Nil {
+			if appRead != nil {
+				<-appRead
+			}
 			return nil, fmt.Errorf("get script: %w", err)
 		}
 		break
+	}
+	if appRead != nil {
+		if app = <-appRead; app.Err() != nil {
+			return nil, fmt.Errorf("get app state: %w", app.Err())
+		}
 	}
 	v, err := script.Slice()
 	if err != nil {
@@ -317,6 +366,11 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	snap := &Snapshot{}
 	if err := snap.parse(v[1], v[2], v[3], v[4]); err != nil {
 		return nil, err
+	}
+	if window != nil {
+		if snap.Events, err = windowRecords(window.Val(), after != "" && a.NumRecent > 0); err != nil {
+			return nil, err
+		}
 	}
 	if snap.Indexed = v[5].(int64) == 1; snap.Indexed {
 		if snap.Older, err = eventRefs(v[6]); err != nil {
@@ -331,6 +385,56 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	}
 	snap.AppCached = len(app.Val()) > 0
 	return snap, nil
+}
+
+// txRetryBackoff are the waits before a cluster transaction that got no
+// reply is sent again (the slot map reloads meanwhile: followFailovers).
+var txRetryBackoff = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond}
+
+// noReply tells whether err is a call's failure to get any reply (a
+// connection refused, reset or timed out), not a Redis error reply nor the
+// end of ctx.
+func noReply(ctx context.Context, err error) bool {
+	var reply redis.Error
+	return ctx.Err() == nil && !errors.As(err, &reply) && !errors.Is(err, redis.ErrClosed)
+}
+
+// windowRange is the ZRANGE of a window's events: every event, the newest
+// n, those at or after a time (after: µs, "" for no bound), or the newest n
+// of those (newest first: windowRecords turns them).
+func windowRange(events, after string, n int) redis.ZRangeArgs {
+	switch {
+	case after == "" && n == 0:
+		return redis.ZRangeArgs{Key: events, Start: 0, Stop: -1}
+	case after == "":
+		return redis.ZRangeArgs{Key: events, Start: -n, Stop: -1}
+	case n == 0:
+		return redis.ZRangeArgs{Key: events, Start: after, Stop: "+inf", ByScore: true}
+	default:
+		return redis.ZRangeArgs{Key: events, Start: "+inf", Stop: after, ByScore: true, Rev: true, Count: int64(n)}
+	}
+}
+
+// windowRecords parses a window's events (newest first: reversed into
+// append order).
+func windowRecords(zs []redis.Z, newestFirst bool) ([]EventRecord, error) {
+	out := make([]EventRecord, len(zs))
+	for i, z := range zs {
+		member, ok := z.Member.(string)
+		if !ok {
+			return nil, fmt.Errorf("event member: want a string, got %T", z.Member)
+		}
+		r, err := parseRecord(member, z.Score)
+		if err != nil {
+			return nil, err
+		}
+		if newestFirst {
+			out[len(zs)-1-i] = r
+		} else {
+			out[i] = r
+		}
+	}
+	return out, nil
 }
 
 // AppState reads an app's state (keys without "app:").

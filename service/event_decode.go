@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -302,46 +303,71 @@ func (d *eventDecoder) key() ([]byte, bool) {
 // scanString consumes a string at d.i (at its '"'): plain tells that it
 // holds only printable ASCII without escapes (its bytes are its value).
 func (d *eventDecoder) scanString() (plain bool) {
-	d.i++
+	b, i := d.b, d.i+1
 	plain = true
-	for d.i < len(d.b) {
-		c := d.b[d.i]
+	for {
+		// Eight bytes at a time while none of them ends the string, starts
+		// an escape, is a control character or is not ASCII: most of an
+		// event's bytes are in its text.
+		for i+8 <= len(b) && !specialInString(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
+		c := b[i]
 		switch {
 		case c == '"':
-			d.i++
+			d.i = i + 1
 			return plain
 		case c == '\\':
 			plain = false
-			d.i++
-			if d.i >= len(d.b) {
+			i++
+			if i >= len(b) {
+				d.i = i
 				d.fail("unterminated string")
 				return false
 			}
-			switch d.b[d.i] {
+			switch b[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				d.i++
+				i++
 			case 'u':
-				if len(d.b)-d.i < 5 || !isHex4(d.b[d.i+1:d.i+5]) {
+				if len(b)-i < 5 || !isHex4(b[i+1:i+5]) {
+					d.i = i
 					d.fail(`invalid \u escape`)
 					return false
 				}
-				d.i += 5
+				i += 5
 			default:
+				d.i = i
 				d.fail("invalid escape")
 				return false
 			}
 		case c < 0x20:
+			d.i = i
 			d.fail("control character in a string")
 			return false
 		default:
 			if c >= 0x80 {
 				plain = false
 			}
-			d.i++
+			i++
 		}
 	}
+	d.i = i
 	d.fail("unterminated string")
 	return false
+}
+
+// specialInString tells whether one of the eight bytes of w (little
+// endian) is a quote, a backslash, a control character or not ASCII: the
+// bytes scanString looks at one by one. (x - 0x01..) & ^x & 0x80.. has a
+// high bit set in some byte exactly when a byte of x is zero, and
+// (x - n*0x01..) & ^x & 0x80.. when a byte is below n (n <= 0x80).
+func specialInString(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := w^(ones*'"'), w^(ones*'\\')
+	return ((quote-ones)&^quote|(backslash-ones)&^backslash|(w-ones*0x20)&^w|w)&highs != 0
 }
 
 func isHex4(b []byte) bool {

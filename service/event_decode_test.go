@@ -2,9 +2,12 @@ package service
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -265,4 +268,47 @@ func BenchmarkDecodeEvent(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSpecialInString: the eight-byte test of scanString's fast path is
+// true exactly when a byte of the word is a quote, a backslash, a control
+// character or not ASCII: every byte value at every place among plain
+// bytes, and random words.
+func TestSpecialInString(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }
+	word := func(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+	for at := range 8 {
+		for c := range 256 {
+			b := []byte("abcdefgh")
+			b[at] = byte(c)
+			require.Equal(t, special(byte(c)), specialInString(word(b)), "byte %#x at %d", c, at)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		b := make([]byte, 8)
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+			if r.IntN(2) == 0 {
+				b[i] = byte(0x20 + r.IntN(0x60)) // mostly printable ASCII
+			}
+		}
+		require.Equal(t, slices.ContainsFunc(b, special), specialInString(word(b)), "%q", b)
+	}
+}
+
+// TestDecodeStringsEveryPlace: a string read eight bytes at a time reads
+// what encoding/json reads with each kind of byte it must stop at (the
+// quote, an escape, a control character, a byte not ASCII, invalid UTF-8)
+// at every place of the first words, in a key and in a value.
+func TestDecodeStringsEveryPlace(t *testing.T) {
+	t.Parallel()
+	for _, odd := range []string{`\"`, `\\`, `\n`, `\u00e9`, "\t", "\x01", "é", "☃", "\xff", "\xc3", `\x`, `\u12`} {
+		for at := range 20 {
+			text := strings.Repeat("a", at) + odd + strings.Repeat("b", 20-at)
+			checkDecode(t, []byte(`{"author":"`+text+`","invocationId":"i"}`))
+			checkDecode(t, []byte(`{"actions":{"stateDelta":{"`+text+`":"`+text+`"}}}`))
+			checkDecode(t, []byte(`{"author":"`+strings.Repeat("a", at)+odd)) // unterminated
+		}
+	}
 }
