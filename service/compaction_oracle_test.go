@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/adksession/adksession/integration/testenv"
 )
@@ -487,7 +488,7 @@ func pyGetContents(all []*pyEvent, f pyFilter) pyContents {
 			compacted := pyProcessCompactionEvents(raw)
 			process = pyRecoverCompactedFunctionCalls(compacted, raw)
 			if len(process) > len(compacted) {
-				oracleStats.recovered++
+				oracleStats.recovered.Add(1)
 			}
 			break
 		}
@@ -503,9 +504,10 @@ func pyGetContents(all []*pyEvent, f pyFilter) pyContents {
 }
 
 // oracleStats counts the oracle's runs where
-// _recover_compacted_function_calls put events back (tests that read it do
-// not run in parallel).
-var oracleStats struct{ recovered int }
+// _recover_compacted_function_calls put events back (a count for the
+// property test's log: TestCompactedViewThroughTheStore runs the oracle on
+// both backends at once).
+var oracleStats struct{ recovered atomic.Int64 }
 
 // adkJSActive is ADK JS 2.0.0's getActiveEvents (testenv.ADKJSActive,
 // which integration's TestADKJSCompactedViewProperty holds to ADK JS's own).

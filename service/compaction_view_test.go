@@ -104,7 +104,7 @@ func TestCompactedViewProperty(t *testing.T) {
 		form := map[bool]string{false: "python", true: "js"}[js]
 		t.Run(form, func(t *testing.T) {
 			var events, compactions, kept, filters, rewinds, leading int
-			oracleStats.recovered = 0
+			oracleStats.recovered.Store(0)
 			for seed := int64(1); seed <= int64(*compactionHistories); seed++ {
 				h := readHistory(t, testenv.NewHistoryGen(seed, js).History())
 				view := CompactedView(h)
@@ -134,7 +134,7 @@ func TestCompactedViewProperty(t *testing.T) {
 				form, *compactionHistories, events, compactions, rewinds, kept, 100*float64(kept)/float64(events))
 			if !js {
 				t.Logf("python: %d filter checks, %d of them with calls recovered, %d with a first turn from a call",
-					filters, oracleStats.recovered/2, leading)
+					filters, oracleStats.recovered.Load()/2, leading)
 			}
 			require.Greater(t, compactions, *compactionHistories/2, "the generator compacts")
 			require.Less(t, kept, events, "the view drops events")
