@@ -75,14 +75,24 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just past the JSON string starting at i.
+// stringEnd returns the index just past the JSON string starting at i
+// (data is valid JSON): the first quote after it that an even number of
+// backslashes precedes, found by bytes.IndexByte.
 func stringEnd(data []byte, i int) int {
-	for i++; data[i] != '"'; i++ {
-		if data[i] == '\\' {
-			i++
+	for i++; ; {
+		q := i + bytes.IndexByte(data[i:], '"')
+		if q < i {
+			panic("eventjson: unterminated string in JSON taken for valid")
 		}
+		n := 0
+		for k := q - 1; k >= i && data[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
 	}
-	return i + 1
 }
 
 // valueEnd returns the index just past the JSON value starting at i.

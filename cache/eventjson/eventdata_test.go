@@ -1,6 +1,9 @@
 package eventjson
 
 import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +92,32 @@ func BenchmarkWithColumns(b *testing.B) {
 		if _, err := WithColumns(data, "e1", "inv", ts); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestStringEnd: stringEnd finds the end of every JSON string, escaped
+// quotes and runs of backslashes before a quote at every place among them,
+// as a byte-by-byte scan does.
+func TestStringEnd(t *testing.T) {
+	byByte := func(data []byte, i int) int {
+		for i++; data[i] != '"'; i++ {
+			if data[i] == '\\' {
+				i++
+			}
+		}
+		return i + 1
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	parts := []string{`"`, `\`, `\\`, `\"`, "a", "é", "☃", "\n", "xyz"}
+	for range 20000 {
+		var b strings.Builder
+		for range r.IntN(12) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		js, err := json.Marshal(b.String())
+		require.NoError(t, err)
+		data := append(append([]byte(`{"k":`), js...), `,"next":"x"}`...)
+		require.Equal(t, byByte(data, 5), stringEnd(data, 5), "%s", data)
+		require.Equal(t, 5+len(js), stringEnd(data, 5), "%s", data)
 	}
 }
