@@ -3,7 +3,12 @@ package cache
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // HydrateArgs is a session read from the database, to put back into Redis.
@@ -24,19 +29,80 @@ type HydrateArgs struct {
 // The user's session index, when Redis holds it, follows the session's
 // update time (unless it holds a later one).
 // ErrReadOutdated when the read's guard moved (read the database again).
+//
+// One MULTI: the events and their ids are staged by ZADD into keys of their
+// own (StageKeys), hydrate.lua checks them and renames them into place, or
+// leaves them, and the MULTI deletes what is left: an event passed to a
+// script as an argument costs Redis several times what ZADD costs.
 func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (bool, error) {
+	what := "hydrate " + base.SessionName(h.App, h.User, h.SID)
+	if err := checkHydrated(h.Events, h.Rev); err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
 	k := s.keys.Session(h.App, h.User, h.SID)
+	st := s.keys.Stage(h.App, h.User, h.SID)
+	keys := []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key, k.Temp, k.UserIndex, st.Events, st.EventIDs}
 	args := []any{h.Incarnation, h.CreateTime, h.UpdateTime, h.Rev, ttl.Milliseconds()}
 	args = appendPairs(args, h.State)
-	args = append(args, len(h.Events))
-	for _, e := range h.Events {
-		args = append(args, e.Seq, e.Ts, e.ID, e.JSON)
+	args = append(args, len(h.Events), h.Guard.field, h.Guard.value, h.SID)
+	events, ids := stagedMembers(h.Events)
+	var cmd *redis.Cmd
+	for eval := false; ; eval = true {
+		pipe := s.rdb.TxPipeline()
+		pipe.Del(ctx, st.Events, st.EventIDs)
+		for lo := 0; lo < len(events); lo += stageChunk {
+			hi := min(lo+stageChunk, len(events))
+			pipe.ZAdd(ctx, st.Events, events[lo:hi]...)
+			pipe.ZAdd(ctx, st.EventIDs, ids[lo:hi]...)
+		}
+		if !eval {
+			cmd = s.pick(hydrateScript).EvalSha(ctx, pipe, keys, args...)
+		} else {
+			cmd = s.pick(hydrateScript).Eval(ctx, pipe, keys, args...)
+		}
+		pipe.Del(ctx, st.Events, st.EventIDs) // whatever the script answered, nothing staged outlives the MULTI
+		_, _ = pipe.Exec(ctx)
+		if !eval && isNoScript(cmd.Err()) {
+			continue
+		}
+		break
 	}
-	args = append(args, h.Guard.field, h.Guard.value, h.SID)
-	n, err := s.run(ctx, hydrateScript, []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key, k.Temp, k.UserIndex}, args...).Int64()
-	return guardedResult(n, err, "hydrate session "+h.SID)
+	n, err := fullError(cmd).Int64()
+	return guardedResult(n, err, what)
 }
 
+// stageChunk is the most members one staging ZADD sends.
+const stageChunk = 1000
+
+// stagedMembers are the members of the staged events and ids zsets.
+func stagedMembers(evs []EventRecord) (events, ids []redis.Z) {
+	events, ids = make([]redis.Z, len(evs)), make([]redis.Z, len(evs))
+	for i, e := range evs {
+		seq := strconv.FormatInt(e.Seq, 10)
+		events[i] = redis.Z{Score: float64(e.Ts), Member: seq + ":" + e.JSON}
+		ids[i] = redis.Z{Score: float64(e.Seq), Member: e.ID}
+	}
+	return events, ids
+}
+
+// checkHydrated refuses events that are not the newest of a session at
+// revision rev (ascending and consecutive seqs up to rev) or whose times
+// are outside the scripts' range, before anything is sent. hydrate.lua
+// checks what it can of the staged events without reading every one: the
+// count, the first seq and the last.
+func checkHydrated(evs []EventRecord, rev int64) error {
+	for i, e := range evs {
+		switch want := rev - int64(len(evs)) + int64(i) + 1; {
+		case e.Seq != want:
+			return fmt.Errorf("event %d of %d has seq %d, want %d", i+1, len(evs), e.Seq, want)
+		case e.Seq < 1:
+			return fmt.Errorf("event %d of %d has seq %d, below 1", i+1, len(evs), e.Seq)
+		case e.Ts < 0 || e.Ts > maxScore:
+			return fmt.Errorf("event %d of %d: time %d µs is outside [0, 2^53)", i+1, len(evs), e.Ts)
+		}
+	}
+	return nil
+}
 // guardedResult is the result of a hydrate script: whether it wrote (1)
 // or found Redis holding it (0), or its status as an error (-11:
 // ErrReadOutdated).

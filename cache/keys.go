@@ -58,6 +58,10 @@ var Layout = []KeySpec{
 	{"<ns>adk:{<shard>}:i:<app>:<user>:<sid>", "zset", "as the session hash",
 		"create.lua and delete.lua (remove it), append.lua, fork.lua, hydrate.lua; flusher trims it with the events; prune_fence.lua deletes it",
 		"append.lua: member = event id, score = its seq; holds exactly the ids of the cached events (a retried event id is answered with the stored event)"},
+	{"<ns>adk:{<shard>}:he:<app>:<user>:<sid>", "zset", "none: it exists only within one MULTI",
+		"a cold read (cache.Store.Hydrate: the events read from the database, staged)", "hydrate.lua: checks it and renames it to the session's events zset, or deletes it; the MULTI deletes it after the script whatever it answered"},
+	{"<ns>adk:{<shard>}:hi:<app>:<user>:<sid>", "zset", "none: it exists only within one MULTI",
+		"a cold read (cache.Store.Hydrate: the events' ids, staged)", "hydrate.lua: checks it and renames it to the session's event ids zset, or deletes it, as the staged events"},
 	{"<ns>adk:{<shard>}:u:<app>:<user>", "hash", "none while unflushed (or while its revision is dead-lettered); CacheTTL once flushed and idle; deleted once flushed when the flusher rebased it onto the database",
 		"create.lua, append.lua (user: keys), fork.lua (m:rev when missing); hydrate_state.lua (m:fc, m:fr from the database's count); flusher (m:fl, m:dl, m:rb, m:fr; state_read.lua: m:fc); prune_user.lua deletes it", "get.lua, GetUserState: m:rev, s:<key> without \"user:\"; create.lua, append.lua: m:sz = the state's total; flusher: m:fl = revision in the database, m:dl = revision dead-lettered, m:rb = 1: out of step with the database, rebased at every flush until it goes, m:fc = the flusher's reads of the hash (at or below the database's count: an older copy), m:fr = one above the greatest of those counts the hash knows the database records (at or below the database's count: an older copy, whatever reads of batches that never committed counted since)"},
 	{"<ns>adk:{<shard>}:us:<app>:<user>", "zset", "as the user hash (flushed.lua gives both CacheTTL together)",
@@ -177,6 +181,21 @@ func (k Keys) Session(app, user, sid string) SessionKeys {
 	key := func(i int) string { return all[at[i][0]:at[i][1]] }
 	return SessionKeys{Shard: shard, Session: key(0), Events: key(1), Temp: key(2), User: key(3), UserIndex: key(4),
 		AppIndex: key(5), Log: key(6), Undo: key(7), EventIDs: key(8)}
+}
+
+// StageKeys are where a cold read stages a session's events and their ids,
+// for hydrate.lua to rename into place, in one MULTI: they exist only
+// within it.
+type StageKeys struct {
+	Events   string // zset: as SessionKeys.Events
+	EventIDs string // zset: as SessionKeys.EventIDs
+}
+
+// Stage returns the staging keys of session (app, user, sid), in its slot.
+func (k Keys) Stage(app, user, sid string) StageKeys {
+	t := k.tag(k.Shard(app, user))
+	rest := Escape(app) + ":" + Escape(user) + ":" + Escape(sid)
+	return StageKeys{Events: t + "he:" + rest, EventIDs: t + "hi:" + rest}
 }
 
 // Owned are the keys of the session besides its hash: what goes with it

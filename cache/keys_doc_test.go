@@ -48,8 +48,9 @@ func TestLayoutCoversBuilders(t *testing.T) {
 	s := k.Session("<app>", "<user>", "<sid>")
 	a := k.App("<app>")
 	sh := k.ShardKeys(3)
+	st := k.Stage("<app>", "<user>", "<sid>")
 	built := []string{k.Meta(), k.Stats(), k.Wake(), k.PruneLease()}
-	for _, set := range []any{s, a, sh} {
+	for _, set := range []any{s, a, sh, st} {
 		v := reflect.ValueOf(set)
 		for i := range v.NumField() {
 			if f := v.Field(i); f.Kind() == reflect.String {

@@ -319,7 +319,13 @@ func testBadScriptArguments(t *testing.T, url string) {
 	inc := e.hash(k.Session)["m:inc"]
 	guards := e.keys.ShardKeys(k.Shard).Guards
 	h := e.keys.Session("app", "u", "h")
-	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards, h.Temp, h.UserIndex)
+	hs := e.keys.Stage("app", "u", "h")
+	hydrateKeys := sessKeys(h.Session, h.Events, h.EventIDs, h.Undo, e.keys.ShardKeys(h.Shard).Guards, h.Temp, h.UserIndex,
+		hs.Events, hs.EventIDs)
+	// One event staged as Redis's ZADDs stage it before hydrate.lua (seq 3), left in place: the script never
+	// writes them when it refuses.
+	require.NoError(t, e.rdb.ZAdd(ctx, hs.Events, redis.Z{Score: 1000, Member: "3:{}"}).Err())
+	require.NoError(t, e.rdb.ZAdd(ctx, hs.EventIDs, redis.Z{Score: 3, Member: "e"}).Err())
 	flushedKeys := sessKeys(k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs, guards, k.Temp)
 	v := e.keys.Session("app", "v", "")
 	vGuards := e.keys.ShardKeys(v.Shard).Guards
@@ -373,10 +379,16 @@ func testBadScriptArguments(t *testing.T, url string) {
 		{"create: state cap negative", lua.Create,
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "app", "u", "new", "1000", "u:new", "", "token", "", "0", "0", "-1", "0"}},
-		{"hydrate: seqs not ending at the revision", lua.Hydrate, hydrateKeys,
-			[]any{"1", "1", "1", "5", "60000", "0", "1", "3", "1000", "e", "{}", "0", "", "h"}},
+		{"hydrate: staged seqs not ending at the revision", lua.Hydrate, hydrateKeys,
+			[]any{"1", "1", "1", "5", "60000", "0", "1", "0", "", "h"}},
+		{"hydrate: more events announced than staged", lua.Hydrate, hydrateKeys,
+			[]any{"1", "1", "1", "3", "60000", "0", "2", "0", "", "h"}},
+		{"hydrate: more events announced than the revision", lua.Hydrate, hydrateKeys,
+			[]any{"1", "1", "1", "3", "60000", "0", "4", "0", "", "h"}},
 		{"hydrate: read guard arguments missing", lua.Hydrate, hydrateKeys,
-			[]any{"1", "1", "1", "3", "60000", "0", "1", "3", "1000", "e", "{}"}},
+			[]any{"1", "1", "1", "3", "60000", "0", "1"}},
+		{"hydrate: staging keys missing", lua.Hydrate, hydrateKeys[:7],
+			[]any{"1", "1", "1", "3", "60000", "0", "1", "0", "", "h"}},
 		{"hydrate_state: revision not an integer", lua.HydrateState, sessKeys(v.User, vGuards),
 			[]any{"x", "0", "", "0", "0", ""}},
 		{"hydrate_state: flush count not an integer", lua.HydrateState, sessKeys(v.User, vGuards),
@@ -733,6 +745,10 @@ func testReadGuards(t *testing.T, url string) {
 	require.NoError(t, e.rdb.HIncrBy(ctx, hg, wf, 5).Err())
 	require.NoError(t, e.rdb.HSet(ctx, hg, "epoch", "E1").Err())
 	now := e.rdb.HGetAll(ctx, hg).Val()
+	// The event hydrate.lua puts back, staged as cache.Store.Hydrate stages it in its MULTI.
+	hs := e.keys.Stage("app", "w", "h")
+	require.NoError(t, e.rdb.ZAdd(ctx, hs.Events, redis.Z{Score: 1000, Member: `1:{"id":"e1"}`}).Err())
+	require.NoError(t, e.rdb.ZAdd(ctx, hs.EventIDs, redis.Z{Score: 1, Member: "e1"}).Err())
 	for f, v := range now {
 		now[f] = v + "@E1"
 	}
@@ -742,8 +758,8 @@ func testReadGuards(t *testing.T, url string) {
 		keys   []string
 		args   func(field, value string) []any
 	}{
-		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg, h.Temp, h.UserIndex}, func(f, v string) []any {
-			return []any{"1", "1", "1000", "1", "60000", "0", "1", "1", "1000", "e1", `{"id":"e1"}`, f, v, "h"}
+		{"hydrate", lua.Hydrate, []string{h.Session, h.Events, h.EventIDs, h.Undo, hg, h.Temp, h.UserIndex, hs.Events, hs.EventIDs}, func(f, v string) []any {
+			return []any{"1", "1", "1000", "1", "60000", "0", "1", f, v, "h"}
 		}},
 		{"hydrate_state", lua.HydrateState, []string{h.User, hg}, func(f, v string) []any { return []any{"1", "0", "60000", "0", f, v} }},
 		{"hydrate_index", lua.HydrateIndex, []string{h.UserIndex, hg, h.Session}, func(f, v string) []any { return []any{"60000", f, v, "h", "1000"} }},

@@ -11,14 +11,19 @@
 --                             kept: from the partly evicted hash replaced, or from the temp hash, where
 --                             flushed.lua left it when it let go of a rebased session's keys)
 -- KEYS[7] -> user index zset  <ns>adk:{shard}:us:<app>:<user>
+-- KEYS[8] -> staged events    <ns>adk:{shard}:he:<app>:<user>:<sid> (the events to put back, by ZADD in the same
+--                             MULTI: member "<seq>:<event JSON>", score its timestamp µs)
+-- KEYS[9] -> staged event ids <ns>adk:{shard}:hi:<app>:<user>:<sid> (their ids, score the seq)
 -- ARGV[1] -> incarnation, ARGV[2] -> create time µs, ARGV[3] -> update time µs
 -- ARGV[4] -> last seq (all of it is in the database)
 -- ARGV[5] -> TTL in ms (the hydrated session is fully flushed)
 -- ARGV[6] -> number of state pairs S, then S pairs (key, JSON value)
--- then E, then E quadruples (seq, timestamp µs, event id, event JSON), ascending and consecutive, the last
--- one's seq = ARGV[4]
+-- then E, the number of events staged (the newest, consecutive, the last one's seq = ARGV[4]; the caller checked
+-- each, the script checks the counts and the ids' first and last seq)
 -- then the session's field in the read guards hash, and the guard read before the database (cache.ReadGuard:
 -- "<counter>@<epoch>", guard_moved), then the session id (its member in the user index)
+-- The staged keys are renamed into place, or left to the MULTI, which deletes them after the script: an event
+-- passed as an argument costs Redis several times what a ZADD of it costs.
 -- The user index, when it exists, gets the session at its update time unless it holds it higher (ZADD GT: an
 -- append since, or a batch in flight, wrote a newer time): an index Redis got back older, or one that ADK's
 -- rows in the database outdated, follows the database's time (docs/design.md, "Indexes and lists"). A missing
@@ -28,9 +33,9 @@
 -- read it again), with nothing written.
 -- Bad arguments are an error reply, with nothing written.
 local sess, events, ids, undo, guards, temp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local uindex = KEYS[7]
-if #KEYS ~= 7 then
-  fail('hydrate: ' .. #KEYS .. ' keys, 7 expected')
+local uindex, staged, stagedids = KEYS[7], KEYS[8], KEYS[9]
+if #KEYS ~= 9 then
+  fail('hydrate: ' .. #KEYS .. ' keys, 9 expected')
 end
 
 local inc = int(argv_int(1, 0, MAX_INT))
@@ -39,24 +44,21 @@ local ut = int(argv_int(3, 0, MAX_INT))
 local rev = argv_int(4, 0, MAX_INT)
 local ttl = argv_int(5, 1, MAX_INT)
 local svals, _, i = argv_pairs(6, 's:')
-local n = argv_int(i, 0, MAX_INT)
-if i + 4 * n + 3 ~= #ARGV then
-  fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 4 * n + 3) .. ' expected')
+local n = argv_int(i, 0, rev)
+if i + 3 ~= #ARGV then
+  fail('hydrate: ' .. #ARGV .. ' arguments, ' .. (i + 3) .. ' expected')
 end
-local first = rev + 1
-local members, idlist = {}, {}
-for j = 1, n do
-  local at = i + 4 * j - 3
-  local seq = argv_int(at, 1, MAX_INT)
-  local ts = int(argv_int(at + 1, 0, MAX_INT - 1))
-  if seq ~= rev - n + j then
-    fail('hydrate: event ' .. j .. ' of ' .. n .. ' has seq ' .. seq .. ', want ' .. (rev - n + j))
+local first = rev - n + 1
+if redis.call('ZCARD', staged) ~= n or redis.call('ZCARD', stagedids) ~= n then
+  fail('hydrate: ' .. n .. ' events announced, ' .. redis.call('ZCARD', staged) .. ' staged with ' ..
+    redis.call('ZCARD', stagedids) .. ' ids')
+end
+if n > 0 then
+  local lo = redis.call('ZRANGE', stagedids, 0, 0, 'WITHSCORES')[2]
+  local hi = redis.call('ZRANGE', stagedids, -1, -1, 'WITHSCORES')[2]
+  if lo + 0 ~= first or hi + 0 ~= rev then
+    fail('hydrate: the staged events are seqs ' .. lo .. ' to ' .. hi .. ', not ' .. first .. ' to ' .. rev)
   end
-  if j == 1 then
-    first = seq
-  end
-  members[2 * j - 1], members[2 * j] = ts, int(seq) .. ':' .. ARGV[at + 3]
-  idlist[2 * j - 1], idlist[2 * j] = int(seq), ARGV[at + 2]
 end
 
 local meta = redis.call('HMGET', sess, 'm:rev', 'm:del', 'm:cnt')
@@ -82,8 +84,10 @@ chunked('HSET', sess, svals)
 if tinv then
   redis.call('HSET', sess, 'm:tinv', tinv)
 end
-chunked('ZADD', events, members)
-chunked('ZADD', ids, idlist)
+if n > 0 then
+  redis.call('RENAME', staged, events)
+  redis.call('RENAME', stagedids, ids)
+end
 redis.call('PEXPIRE', sess, ttl)
 if n > 0 then
   redis.call('PEXPIRE', events, ttl)
