@@ -42,7 +42,7 @@ func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit in
 			}
 			return nil, "", fmt.Errorf("list sessions of user %s: the session index was evicted %d times while read", user, attempt)
 		}
-		out, err := l.fill(ctx, app, items, nil)
+		out, err := l.fill(ctx, app, items)
 		if err != nil {
 			return nil, "", err
 		}
@@ -152,7 +152,7 @@ func (l *Loader) ListApp(ctx context.Context, app, token string, limit int) ([]L
 		keys = keys[:limit]
 		next = cache.AppToken(keys[limit-1])
 	}
-	out, err := l.fill(ctx, app, keys, db)
+	out, err := l.fill(ctx, app, keys)
 	return out, next, err
 }
 
@@ -190,13 +190,15 @@ func mergeKeys(a []cache.ListItem, rows []persist.SessionSummary) []cache.ListIt
 }
 
 // fill reads the sessions of items: from Redis (one pipeline), else from
-// the database in one query, read after Redis. Deleted sessions, and those
-// neither store has, are left out; the others keep their order. have (may
-// be nil) is what the database returned before: only its user states are
-// used. Its sessions are not: one deleted since, whose delete was flushed
-// and whose tombstone Redis removed before the read of Redis, would be
-// listed (found by the simulation, TestAppListWhileDeleteFlushed).
-func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, have *persist.Listing) ([]Listed, error) {
+// the database in one query, read after Redis, with the state of each user
+// Redis does not hold. Deleted sessions, and those neither store has, are
+// left out; the others keep their order. Nothing the database returned
+// before the read of Redis is used: a session deleted since, whose delete
+// was flushed and whose tombstone Redis removed before the read of Redis,
+// would be listed (TestAppListWhileDeleteFlushed), and a user's state
+// flushed since, whose hash Redis let go of before its read, would be the
+// older one (TestAppListUserStateAfterLetGo; both found by the simulation).
+func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem) ([]Listed, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -212,9 +214,6 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem, h
 				users[u] = rawStrings(st)
 			}
 		}
-	}
-	if have != nil {
-		addUsers(have)
 	}
 	var need []persist.SessionKey
 	for i, it := range items {

@@ -980,6 +980,32 @@ func TestAppListWhileDeleteFlushed(t *testing.T) {
 	require.Equal(t, []string{"other"}, listedIDs(list))
 }
 
+// TestAppListUserStateAfterLetGo: an app listing reads the database before
+// Redis, and took a user's state from that read when Redis did not hold the
+// user's hash at its own read: a write flushed in between, whose hash Redis
+// then let go of (a flushed hash may be evicted; a rebased user's is
+// deleted once flushed), was missing from the listing (standalone
+// concurrent seed 758560131640, #45: "user:c2.u0" missing). The database is
+// read again after Redis for the users Redis lacks.
+func TestAppListUserStateAfterLetGo(t *testing.T) {
+	t.Parallel()
+	s, p := newColdSession(t, map[string]any{"user:x": "old"}, false)
+	ctx := context.Background()
+	keys, err := cache.NewKeys(s.ns, 4)
+	require.NoError(t, err)
+	hookErr := errors.New("the user's write was not flushed during the listing")
+	p.armBefore(keys.Session("a", "u", "s").Session, func() {
+		hookErr = s.appendFlushEvict(map[string]any{"user:x": "new"})
+	})
+	list, err := s.svc.List(ctx, &service.ListRequest{AppName: "a"})
+	require.NoError(t, hookErr)
+	require.NoError(t, err)
+	require.Equal(t, []string{"s"}, listedIDs(list))
+	x, err := list.Sessions[0].State().Get("user:x")
+	require.NoError(t, err)
+	require.Equal(t, "new", x, "the user's write flushed before the listing read Redis")
+}
+
 // TestRetryOlderThanCacheHandle: a duplicate delivery, through a handle that
 // has not seen it, of an event older than the cached ones (answered from the
 // database) brings the handle up to date as one of a cached event does: in
