@@ -7,10 +7,14 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -164,3 +168,63 @@ type graphError string
 func (e graphError) Error() string { return string(e) }
 
 const errNoGraph = graphError(`docs/design.md: no "The import graph" code block of "pkg: imports" lines`)
+
+// endToEndHop is a file:function hop of docs/design.md's "An append, end to
+// end": a Go file of the module and a function of it, Recv.Name for a
+// method.
+var endToEndHop = regexp.MustCompile("`([a-z/]+\\.go):((?:[A-Za-z]+\\.)?[A-Za-z]+)`")
+
+// TestEndToEndMapNamesCode: every file:function hop of docs/design.md's
+// "An append, end to end" (and its cold read) names a function that file
+// declares, so the map follows the code it maps.
+func TestEndToEndMapNamesCode(t *testing.T) {
+	root := moduleRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, _, _ := strings.Cut(string(doc[bytes.Index(doc, []byte("## An append, end to end")):]), "\n## API")
+	hops := endToEndHop.FindAllStringSubmatch(section, -1)
+	if len(hops) < 20 {
+		t.Fatalf("docs/design.md's end-to-end map names %d file:function hops, want its 20 or more", len(hops))
+	}
+	declared := map[string]map[string]bool{}
+	for _, h := range hops {
+		file, fn := h[1], h[2]
+		if declared[file] == nil {
+			declared[file] = funcsOf(t, filepath.Join(root, file))
+		}
+		if !declared[file][fn] {
+			t.Errorf("docs/design.md's end-to-end map: %s declares no %s", file, fn)
+		}
+	}
+}
+
+// funcsOf returns the functions a Go file declares: Name, and Recv.Name for
+// methods (the receiver's type without its pointer).
+func funcsOf(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	f, err := parser.ParseFile(gotoken.NewFileSet(), path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string]bool{}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok {
+			continue
+		}
+		name := fd.Name.Name
+		if fd.Recv != nil && len(fd.Recv.List) == 1 {
+			typ := fd.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			if id, ok := typ.(*ast.Ident); ok {
+				name = id.Name + "." + name
+			}
+		}
+		out[name] = true
+	}
+	return out
+}
