@@ -46,28 +46,17 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 	args = appendPairs(args, h.State)
 	args = append(args, len(h.Events), h.Guard.field, h.Guard.value, h.SID)
 	events, ids := stagedMembers(h.Events)
-	var cmd *redis.Cmd
-	for eval := false; ; eval = true {
-		pipe := s.rdb.TxPipeline()
+	cmd, _ := s.txScript(ctx, hydrateScript, keys, args, func(pipe redis.Pipeliner, call func()) {
 		pipe.Del(ctx, st.Events, st.EventIDs)
 		for lo := 0; lo < len(events); lo += stageChunk {
 			hi := min(lo+stageChunk, len(events))
 			pipe.ZAdd(ctx, st.Events, events[lo:hi]...)
 			pipe.ZAdd(ctx, st.EventIDs, ids[lo:hi]...)
 		}
-		if !eval {
-			cmd = s.pick(hydrateScript).EvalSha(ctx, pipe, keys, args...)
-		} else {
-			cmd = s.pick(hydrateScript).Eval(ctx, pipe, keys, args...)
-		}
+		call()
 		pipe.Del(ctx, st.Events, st.EventIDs) // whatever the script answered, nothing staged outlives the MULTI
-		_, _ = pipe.Exec(ctx)
-		if !eval && isNoScript(cmd.Err()) {
-			continue
-		}
-		break
-	}
-	n, err := fullError(cmd).Int64()
+	})
+	n, err := cmd.Int64()
 	return guardedResult(n, err, what)
 }
 
@@ -103,6 +92,7 @@ func checkHydrated(evs []EventRecord, rev int64) error {
 	}
 	return nil
 }
+
 // guardedResult is the result of a hydrate script: whether it wrote (1)
 // or found Redis holding it (0), or its status as an error (-11:
 // ErrReadOutdated).

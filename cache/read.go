@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/base/startstop"
 )
 
@@ -297,64 +298,38 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 		// Stored timestamps are below 2^53 µs (the scripts refuse others).
 		after = strconv.FormatInt(min(a.After, maxScore), 10)
 	}
-	keys := []string{k.Session, k.Events, k.Temp, k.User, k.Undo}
-	mode := "2" // the window's events by ZRANGE
-	if a.Compacted {
-		mode = "1"
+	if a.NumRecent < 0 {
+		return nil, fmt.Errorf("get %s: NumRecent %d is negative", base.SessionName(a.App, a.User, a.SID), a.NumRecent)
 	}
-	args := []any{after, a.NumRecent, a.InvocationID, boolArg(s.durable), mode}
-	var script *redis.Cmd
+	keys := []string{k.Session, k.Events, k.Temp, k.User, k.Undo}
+	args := []any{a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)}
 	var window *redis.ZSliceCmd
 	var app *redis.MapStringStringCmd
 	// The app hash is in the MULTI on one server; in a cluster it has a
 	// slot of its own, and is read beside it.
-	_, oneServer := s.rdb.(*redis.Client)
+	oneServer := s.oneServer()
 	var appRead chan *redis.MapStringStringCmd
 	if !oneServer {
 		appRead = make(chan *redis.MapStringStringCmd, 1)
 		go func() { appRead <- s.rdb.HGetAll(ctx, s.keys.App(a.App).State) }()
 	}
-	for eval, retries := false, 0; ; {
-		pipe := s.rdb.TxPipeline()
-		if !eval {
-			script = s.pick(getScript).EvalSha(ctx, pipe, keys, args...)
-		} else {
-			script = s.pick(getScript).Eval(ctx, pipe, keys, args...)
-		}
+	script, err := s.txScript(ctx, getScript, keys, args, func(pipe redis.Pipeliner, call func()) {
+		call()
 		if !a.Compacted {
 			window = pipe.ZRangeArgsWithScores(ctx, windowRange(k.Events, after, a.NumRecent))
 		}
 		if oneServer {
 			app = pipe.HGetAll(ctx, s.keys.App(a.App).State)
 		}
-		_, err := pipe.Exec(ctx)
-		if !eval && isNoScript(script.Err()) {
-			eval = true
-			continue
-		}
-		if err != nil && !oneServer && retries < len(txRetryBackoff) && noReply(ctx, err) {
-			// go-redis sends a cluster's MULTI again to the node it first
-			// chose, unlike a pipeline, which it maps again by the slot map
-			// followFailovers reloads: a dead master in the map fails every
-			// attempt. The next Exec maps the slot anew.
-			if !startstop.Wait(ctx, txRetryBackoff[retries]) {
-				return nil, fmt.Errorf("get script: %w", err)
-			}
-			retries++
-			continue
-		}
-		if err != nil && err != redis.Nil {
-			if appRead != nil {
-				<-appRead
-			}
-			return nil, fmt.Errorf("get script: %w", err)
-		}
-		break
-	}
+	})
 	if appRead != nil {
-		if app = <-appRead; app.Err() != nil {
-			return nil, fmt.Errorf("get app state: %w", app.Err())
-		}
+		app = <-appRead
+	}
+	if err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("get script: %w", err)
+	}
+	if err := app.Err(); err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("get app state: %w", err)
 	}
 	v, err := script.Slice()
 	if err != nil {
@@ -385,6 +360,46 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	}
 	snap.AppCached = len(app.Val()) > 0
 	return snap, nil
+}
+
+// txScript runs one call of sc in a MULTI with the commands queue adds
+// around it (it calls call where the script goes): EVALSHA, and EVAL when
+// the server does not know the script. In a cluster, a MULTI that got no
+// reply is sent again after a wait: go-redis sends a cluster's MULTI again
+// to the node it chose first, unlike a pipeline, which it maps again by the
+// slot map followFailovers reloads, so a dead master in the map would fail
+// every attempt (TestDeadMasterInSlotMap); the next Exec maps the slot
+// anew. The MULTIs sent this way (a read, a put-back that checks what Redis
+// holds) may run twice.
+func (s *Store) txScript(ctx context.Context, sc *script, keys []string, args []any, queue func(pipe redis.Pipeliner, call func())) (*redis.Cmd, error) {
+	var cmd *redis.Cmd
+	for eval, retries := false, 0; ; {
+		pipe := s.rdb.TxPipeline()
+		queue(pipe, func() {
+			if eval {
+				cmd = s.pick(sc).Eval(ctx, pipe, keys, args...)
+			} else {
+				cmd = s.pick(sc).EvalSha(ctx, pipe, keys, args...)
+			}
+		})
+		_, err := pipe.Exec(ctx)
+		if !eval && isNoScript(cmd.Err()) {
+			eval = true
+			continue
+		}
+		if err != nil && !s.oneServer() && retries < len(txRetryBackoff) && noReply(ctx, err) &&
+			startstop.Wait(ctx, txRetryBackoff[retries]) {
+			retries++
+			continue
+		}
+		return fullError(cmd), err
+	}
+}
+
+// oneServer tells whether the client talks to one Redis (not a cluster).
+func (s *Store) oneServer() bool {
+	_, ok := s.rdb.(*redis.Client)
+	return ok
 }
 
 // txRetryBackoff are the waits before a cluster transaction that got no

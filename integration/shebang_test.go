@@ -18,7 +18,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
 
-	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
@@ -42,13 +41,7 @@ func TestScriptShebang(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			rdb, err := cache.NewClient(c.url(t))
-			require.NoError(t, err)
-			defer rdb.Close()
-			keys, err := cache.NewKeys(testenv.UniqueName(t, "sb")+":", 0)
-			require.NoError(t, err)
-			s := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: true})
-			require.NoError(t, s.LoadScripts(ctx))
+			s, rdb := durableStore(t, c.url(t), "sb", 0)
 			loaded, err := rdb.ScriptExists(ctx, sha(lua.LeaseAcquire), sha("--"+lua.LeaseAcquire[2:])).Result()
 			require.NoError(t, err)
 			require.Equal(t, []bool{c.full, !c.full}, loaded, "full form loaded, bare form loaded")

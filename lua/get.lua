@@ -1,17 +1,16 @@
--- get.lua: reads a session: meta and state, user state, a window of events, temp state.
+-- get.lua: reads a session: meta and state, user state, temp state, and the events of a compacted view (a window's
+-- events come from a ZRANGE beside it).
 --
 -- KEYS[1] -> session hash     <ns>adk:{shard}:s:<app>:<user>:<sid>
 -- KEYS[2] -> events zset      <ns>adk:{shard}:e:<app>:<user>:<sid>
 -- KEYS[3] -> temp hash        <ns>adk:{shard}:t:<app>:<user>:<sid>
 -- KEYS[4] -> user state hash  <ns>adk:{shard}:u:<app>:<user>
--- ARGV[1] -> keep events with timestamp >= this µs ("" = no bound)
--- ARGV[2] -> keep the newest N of those (0 = all)
--- ARGV[3] -> invocation id whose temp state to include ("" = none)
 -- KEYS[5] -> undo hash        <ns>adk:{shard}:r:<app>:<user>:<sid> (its compaction index, index.lua)
--- ARGV[4] -> "1" when a database backs Redis (a missing user hash means evicted or flushed away)
--- ARGV[5] -> "1" for the events of a compacted view instead of a window (ARGV[1] and ARGV[2] then "" and 0);
---            "2" for no events: the caller reads the window with ZRANGE in the same MULTI (an event passed through
---            Lua costs Redis several times what ZRANGE does: a whole session of 10 000 events 47 ms against 8)
+-- ARGV[1] -> invocation id whose temp state to include ("" = none)
+-- ARGV[2] -> "1" when a database backs Redis (a missing user hash means evicted or flushed away)
+-- ARGV[3] -> "1" for the events of a compacted view; "0" for none: the caller reads a window's events with ZRANGE
+--            in the same MULTI (cache.Store.Get; an event passed through Lua costs Redis several times what
+--            ZRANGE does: a whole session of 10 000 events 47 ms against 8)
 -- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat),
 --         indexed, older, ranges}: indexed = 1 when the events are read from the compaction index (with those
 --         the database holds, older = seq, ts, ... and the events of ranges = lo, hi, ... below the cached
@@ -23,11 +22,10 @@
 -- Cost: O(log n + k) for n cached events and k returned; a compacted view from the index O(log n + k) for k
 -- events of the superset it reads (docs/design.md, "The compacted view").
 local sess, events, temp, user, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local compacted, noevents = ARGV[5] == '1', ARGV[5] == '2'
-local after, n = ARGV[1], argv_int(2, 0, MAX_INT)
-if after ~= '' then
-  after = int(argv_int(1, 0, MAX_INT))
+if ARGV[3] ~= '1' and ARGV[3] ~= '0' then
+  fail('ARGV[3]: ' .. tostring(ARGV[3]) .. ' is neither 1 nor 0')
 end
+local compacted = ARGV[3] == '1'
 
 -- compacted_events reads, from the compaction index of a session (index.lua), a superset of its compacted view
 -- within the history: the frontier list's compactions, the events its ranges leave uncovered, the events every
@@ -150,7 +148,7 @@ end
 if redis.call('ZCARD', events) ~= tonumber(meta[2]) then
   return {-5}
 end
-if ARGV[4] == '1' and redis.call('EXISTS', user) == 0 then
+if ARGV[2] == '1' and redis.call('EXISTS', user) == 0 then
   return {-4}
 end
 
@@ -158,25 +156,14 @@ local ev, indexed, older, ranges = nil, 0, {}, {}
 if compacted and redis.call('HEXISTS', undo, 'xok') == 1 then
   ev, older, ranges = compacted_events(events, undo, tonumber(meta[4]))
   indexed = 1
-elseif noevents then
-  ev = {}
-elseif after == '' and n == 0 then
-  ev = redis.call('ZRANGE', events, 0, -1, 'WITHSCORES')
-elseif after == '' then
-  ev = redis.call('ZRANGE', events, -n, -1, 'WITHSCORES')
-elseif n == 0 then
-  ev = redis.call('ZRANGE', events, after, '+inf', 'BYSCORE', 'WITHSCORES')
+elseif compacted then
+  ev = redis.call('ZRANGE', events, 0, -1, 'WITHSCORES') -- no index: the view is taken of the whole history
 else
-  local rev = redis.call('ZRANGE', events, '+inf', after, 'BYSCORE', 'REV', 'LIMIT', 0, n, 'WITHSCORES')
   ev = {}
-  for j = #rev - 1, 1, -2 do
-    ev[#ev + 1] = rev[j]
-    ev[#ev + 1] = rev[j + 1]
-  end
 end
 
 local t = {}
-if ARGV[3] ~= '' and meta[3] == ARGV[3] then
+if ARGV[1] ~= '' and meta[3] == ARGV[1] then
   t = redis.call('HGETALL', temp)
 end
 return {0, h, redis.call('HGETALL', user), ev, t, indexed, older, ranges}

@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/integration/testenv"
+)
+
+// TestHydrateLeavesNoStagedKeys: a cold read's put-back stages its events
+// and ids in keys of their own, in one MULTI, and nothing staged outlives
+// it, whatever hydrate.lua answers: it wrote (the staged keys renamed into
+// place), Redis held the session already, the read guard moved, or the
+// staged events failed its checks (an error reply); events that are not
+// the newest of the revision are refused before anything is sent. On a
+// standalone Redis and on a cluster.
+func TestHydrateLeavesNoStagedKeys(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		store, rdb := durableStore(t, url, "stage", 8)
+		keys := store.Keys()
+		st, sk := keys.Stage("a", "u", "s"), keys.Session("a", "u", "s")
+		staged := func() int64 { return rdb.Exists(ctx, st.Events, st.EventIDs).Val() }
+		args := func(guard cache.ReadGuard) cache.HydrateArgs {
+			return cache.HydrateArgs{App: "a", User: "u", SID: "s", Incarnation: 1, CreateTime: 1, UpdateTime: 1003, Rev: 3,
+				Guard: guard, Events: []cache.EventRecord{
+					{Seq: 2, Ts: 1002, ID: "e2", JSON: `{"id":"e2"}`}, {Seq: 3, Ts: 1003, ID: "e3", JSON: `{"id":"e3"}`}}}
+		}
+		guard, err := store.ReadGuard(ctx, "a", "u", "s")
+		require.NoError(t, err)
+
+		// The guard moved since it was read: refused, nothing written or left.
+		require.NoError(t, rdb.HIncrBy(ctx, keys.ShardKeys(sk.Shard).Guards, cache.GuardField("a", "u", "s"), 1).Err())
+		_, err = store.Hydrate(ctx, args(guard), time.Minute)
+		require.True(t, errors.Is(err, cache.ErrReadOutdated), "%v", err)
+		require.Zero(t, staged())
+		require.Zero(t, rdb.Exists(ctx, sk.Session, sk.Events, sk.EventIDs).Val())
+
+		// Events that are not the newest of revision 3: refused before anything is sent.
+		guard, err = store.ReadGuard(ctx, "a", "u", "s")
+		require.NoError(t, err)
+		bad := args(guard)
+		bad.Events[0].Seq = 1
+		_, err = store.Hydrate(ctx, bad, time.Minute)
+		require.ErrorContains(t, err, "has seq 1, want 2")
+		require.Zero(t, staged())
+
+		// Written: the staged keys are the session's now.
+		wrote, err := store.Hydrate(ctx, args(guard), time.Minute)
+		require.NoError(t, err)
+		require.True(t, wrote)
+		require.Zero(t, staged())
+		require.Equal(t, []string{`2:{"id":"e2"}`, `3:{"id":"e3"}`}, rdb.ZRange(ctx, sk.Events, 0, -1).Val())
+		require.Equal(t, []string{"e2", "e3"}, rdb.ZRange(ctx, sk.EventIDs, 0, -1).Val())
+		require.Equal(t, "2", rdb.HGet(ctx, sk.Session, "m:first").Val())
+
+		// Redis holds it already: nothing written, nothing left.
+		wrote, err = store.Hydrate(ctx, args(guard), time.Minute)
+		require.NoError(t, err)
+		require.False(t, wrote)
+		require.Zero(t, staged())
+	})
+}
+
+// durableStore is a cache.Store with a database's flags over the Redis of
+// url, in a namespace of the test's own (shards: cache.NewKeys), with its
+// scripts loaded; the client is closed when the test ends.
+func durableStore(t *testing.T, url, prefix string, shards int) (*cache.Store, redis.UniversalClient) {
+	t.Helper()
+	rdb, err := cache.NewClient(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { rdb.Close() })
+	keys, err := cache.NewKeys(testenv.UniqueName(t, prefix)+":", shards)
+	require.NoError(t, err)
+	s := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: true})
+	require.NoError(t, s.LoadScripts(context.Background()))
+	return s, rdb
+}
