@@ -42,13 +42,6 @@ func withLib(script string) string {
 	return withHelpers(script, helpers)
 }
 
-// withIndex is withLib, for the scripts that keep or read the compaction
-// index (index.lua's helpers): the same now that a script gets only the
-// helpers it uses.
-func withIndex(script string) string {
-	return withLib(script)
-}
-
 // definition is one top-level definition of a helper file ("local function
 // name(" or "local NAME ="), with the comment lines above it and its body.
 type definition struct {
@@ -195,14 +188,14 @@ var (
 	indexBuildSrc string
 )
 
-// The scripts, each with lib.lua in front (and index.lua, those that keep or read the compaction index).
+// The scripts, each with the helpers of lib.lua and index.lua it uses in front.
 var (
 	// Create creates a session; see create.lua.
 	Create = withLib(createSrc)
 	// Append appends an event and applies its state delta; see append.lua.
-	Append = withIndex(appendSrc)
+	Append = withLib(appendSrc)
 	// Get reads a session with a window of events; see get.lua.
-	Get = withIndex(getSrc)
+	Get = withLib(getSrc)
 	// Delete deletes a session; see delete.lua.
 	Delete = withLib(deleteSrc)
 	// EndInvocation drops an invocation's temp state; see end_invocation.lua.
@@ -228,13 +221,13 @@ var (
 	// LeaseRelease gives up a flusher's shard lease; see lease_release.lua.
 	LeaseRelease = withLib(leaseReleaseSrc)
 	// Rewind appends a rewind event restoring an earlier state; see rewind.lua.
-	Rewind = withIndex(rewindSrc)
+	Rewind = withLib(rewindSrc)
 	// Fork creates a session from another's events before an invocation; see fork.lua.
 	Fork = withLib(forkSrc)
 	// StateRead is the flusher's read of a user's state, counted; see state_read.lua.
 	StateRead = withLib(stateReadSrc)
 	// CompactedCalls is the second step of a compacted view reaching below the cached tail; see compacted_calls.lua.
-	CompactedCalls = withIndex(compactedCallsSrc)
+	CompactedCalls = withLib(compactedCallsSrc)
 	// IndexBuild builds a session's compaction index from its history, a chunk per call; see index_build.lua.
-	IndexBuild = withIndex(indexBuildSrc)
+	IndexBuild = withLib(indexBuildSrc)
 )

@@ -17,7 +17,7 @@ var (
 	deadLetterSrc string
 )
 
-// The scripts of operations, each with lib.lua in front.
+// The scripts of operations, each with the helpers of lib.lua it uses in front.
 var (
 	// PruneFence fences an idle session before a prune deletes its rows; see prune_fence.lua.
 	PruneFence = withLib(pruneFenceSrc)
