@@ -16,6 +16,7 @@ targets=(
   "./service FuzzEventJSON"
   "./service FuzzEventDecode"
   "./cache/eventjson FuzzEventForms"
+  "./cache/eventjson FuzzAPIEvent"
   "./cache/eventjson FuzzCompact"
   "./cache/eventjson FuzzAppendString"
   "./cache FuzzEscape"

@@ -63,6 +63,11 @@ func (m *model) appendConverted(out, v []byte, dir direction) []byte {
 		}
 		entries = append(entries, entry{key, f, val})
 	}
+	return appendEntries(out, entries, dir)
+}
+
+// appendEntries appends entries as a JSON object in the form dir.
+func appendEntries(out []byte, entries []entry, dir direction) []byte {
 	out = append(out, '{')
 	for j, e := range entries {
 		if j > 0 {

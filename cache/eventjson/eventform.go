@@ -127,58 +127,125 @@ func storageForm(top []member) ([]byte, error) {
 
 // APIForm converts an event from storage form to API form.
 func APIForm(storage []byte) ([]byte, error) {
-	top, err := eventMembers(storage, false)
-	if err != nil {
-		return nil, err
+	if !json.Valid(storage) {
+		return nil, errors.New("event json: not valid JSON")
 	}
-	return compact(writeObject(apiMembers(top))), nil
+	out, ok := appendAPIEvent(make([]byte, 0, len(storage)+16), storage, nil)
+	if !ok {
+		return nil, errors.New("event json: not a JSON object")
+	}
+	return out, nil
 }
 
-// apiMembers converts the members of a storage-form event to API form,
-// restoring the keys StorageForm moved into custom_metadata (and those of
-// an event's top level that rows written before the top-level rule hold
-// there).
-func apiMembers(top []member) []member {
-	rest, actions, meta := splitEvent(top)
-	out, _ := eventModel.convertMembers(rest, toAPI)
-	var extra, aextra []member
-	if meta != nil {
-		metaMembers, ok := objectMembers(meta)
-		if ok {
-			kept, empty := metaMembers[:0:0], false
-			for _, m := range metaMembers {
-				switch m.key {
-				case extraKey:
-					extra, _ = objectMembers(m.val)
-				case actionsExtraKey:
-					aextra, _ = objectMembers(m.val)
-				case emptyMetaKey:
-					empty = true
-				default:
-					kept = append(kept, m)
-				}
-			}
-			if len(kept) > 0 || empty || len(extra)+len(aextra) == 0 {
-				meta = writeObject(kept)
-			} else {
-				meta = nil
-			}
-		}
-		if meta != nil {
-			out = append(out, member{"customMetadata", meta})
-		}
+// appendAPIEvent appends the API form of storage, a storage-form event (a
+// valid JSON value), to out, with the members of cols (already in API form:
+// the columns of its row) in place of the event's own of their keys; ok is
+// false when storage is not an object. It restores the keys StorageForm
+// moved into custom_metadata (and those of an event's top level that rows
+// written before the top-level rule hold there), and writes in one pass:
+// the event's members in order, converted as their fields say (the alias
+// winning over the name, nulls dropped), then its custom metadata, its
+// actions, the restored keys it lacks and the columns it lacks; the space a
+// Postgres jsonb text has between tokens removed.
+func appendAPIEvent(out, storage []byte, cols []member) ([]byte, bool) {
+	it, ok := startItems(storage, '{')
+	if !ok {
+		return out, false
 	}
-	if actions != nil || aextra != nil {
+	var buf [24]entry
+	entries := buf[:0]
+	var actions, meta []byte
+	metaAlias := false
+	for k, val, more := it.next(); more; k, val, more = it.next() {
+		name := unquote(k)
+		switch name {
+		case "actions":
+			if !isNull(val) {
+				actions = val
+			}
+			continue
+		case "custom_metadata", "customMetadata":
+			alias := name == "customMetadata"
+			if !isNull(val) && (meta == nil || alias && !metaAlias) {
+				meta, metaAlias = val, alias
+			}
+			continue
+		}
+		if isNull(val) {
+			continue
+		}
+		key, f, isAlias, _ := eventModel.resolve(name, toAPI)
+		if j := entryIndex(entries, key); j >= 0 {
+			if isAlias {
+				entries[j].f, entries[j].val = f, val
+			}
+			continue
+		}
+		entries = append(entries, entry{key, f, val})
+	}
+	meta, extra, aextra := splitMeta(meta)
+	if meta != nil {
+		entries = append(entries, entry{"customMetadata", nil, meta})
+	}
+	switch {
+	case aextra == nil && actions != nil:
+		entries = append(entries, entry{"actions", actionsField, actions})
+	case aextra != nil:
 		am, ok := objectMembers(actions)
 		if actions != nil && !ok {
-			out = append(out, member{"actions", actions})
+			entries = append(entries, entry{"actions", nil, actions})
 		} else {
 			conv, _ := actionsModel.convertMembers(am, toAPI)
-			out = append(out, member{"actions", writeObject(addMissing(conv, aextra))})
+			entries = append(entries, entry{"actions", nil, writeObject(addMissing(conv, aextra))})
 		}
 	}
-	return addMissing(out, extra)
+	for _, m := range extra {
+		if entryIndex(entries, m.key) < 0 {
+			entries = append(entries, entry{m.key, nil, m.val})
+		}
+	}
+	for _, c := range cols {
+		if j := entryIndex(entries, c.key); j >= 0 {
+			entries[j].f, entries[j].val = nil, c.val
+		} else {
+			entries = append(entries, entry{c.key, nil, c.val})
+		}
+	}
+	start := len(out)
+	out = appendEntries(out, entries, toAPI)
+	return out[:start+len(compact(out[start:]))], true
 }
+
+// splitMeta takes out of meta, an event's custom metadata in storage form
+// (nil: none), the keys StorageForm moved there: extra, the event's own
+// top-level keys, and aextra, its actions'. It returns what is left of meta
+// (nil when nothing is left of metadata that only carried them).
+func splitMeta(meta []byte) (rest []byte, extra, aextra []member) {
+	metaMembers, ok := objectMembers(meta)
+	if !ok {
+		return meta, nil, nil
+	}
+	kept, empty := metaMembers[:0:0], false
+	for _, m := range metaMembers {
+		switch m.key {
+		case extraKey:
+			extra, _ = objectMembers(m.val)
+		case actionsExtraKey:
+			aextra, _ = objectMembers(m.val)
+		case emptyMetaKey:
+			empty = true
+		default:
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) > 0 || empty || len(extra)+len(aextra) == 0 {
+		return writeObject(kept), extra, aextra
+	}
+	return nil, extra, aextra
+}
+
+// actionsField is the event's field "actions": its value an EventActions.
+var actionsField = eventModel.keys["actions"]
 
 // addMissing appends the members of add whose key ms does not have.
 func addMissing(ms, add []member) []member {
@@ -287,21 +354,16 @@ func (m *model) standardBytes(v []byte) []byte {
 // valid says that data is known to be valid JSON (a Postgres jsonb value),
 // which then is not checked again; anything else is checked first.
 func APIEvent(data []byte, valid bool, id, invocationID string, ts time.Time) ([]byte, error) {
-	top, err := eventMembers(data, valid)
-	if err != nil {
-		return nil, fmt.Errorf("event %s: event_data: %w", id, err)
+	if !valid && !json.Valid(data) {
+		return nil, fmt.Errorf("event %s: event_data: not valid JSON", id)
 	}
-	out := apiMembers(top)
-	us := ts.UnixMicro()
-	for _, c := range []member{
+	cols := [3]member{
 		{"id", jsonString(id)}, {"invocationId", jsonString(invocationID)},
-		{"timestamp", AppendSeconds(nil, us)},
-	} {
-		if i := memberIndex(out, c.key); i >= 0 {
-			out[i].val = c.val
-		} else {
-			out = append(out, c)
-		}
+		{"timestamp", AppendSeconds(nil, ts.UnixMicro())},
 	}
-	return compact(writeObject(out)), nil
+	out, ok := appendAPIEvent(make([]byte, 0, len(data)+len(id)+len(invocationID)+48), data, cols[:])
+	if !ok {
+		return nil, fmt.Errorf("event %s: event_data: not a JSON object", id)
+	}
+	return out, nil
 }
