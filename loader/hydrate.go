@@ -11,16 +11,24 @@ import (
 )
 
 // hydrateSession reads a session and its newest events from the database
-// and puts them into Redis, with its user's state when Redis lost that too.
+// and puts them into Redis, with its user's state when Redis lost that too:
+// once the database has answered that the session exists, the user's state
+// is put back beside the session's events (restoreUserState), so that its
+// reads overlap the events' conversion and put-back.
 func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) error {
+	var userDone chan error
 	err := l.guarded(ctx, app, user, sid, func(guard cache.ReadGuard) error {
 		key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
-		s, err := l.opts.DB.LoadSession(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
+		s, err := l.opts.DB.LoadSessionEvents(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
 		if errors.Is(err, base.ErrNotFound) {
 			return base.SessionError(base.ErrNotFound, app, user, sid)
 		}
 		if err != nil {
 			return fmt.Errorf("load %s from the database: %w", base.SessionName(app, user, sid), err)
+		}
+		if userDone == nil {
+			userDone = make(chan error, 1)
+			go func() { userDone <- l.restoreUserState(ctx, app, user) }()
 		}
 		h := cache.HydrateArgs{
 			App: app, User: user, SID: sid, Incarnation: s.Incarnation,
@@ -33,9 +41,17 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 		_, err = l.cache.Hydrate(ctx, h, l.opts.CacheTTL)
 		return err
 	})
-	if err != nil {
-		return err
+	if userDone != nil {
+		if uerr := <-userDone; err == nil {
+			err = uerr
+		}
 	}
+	return err
+}
+
+// restoreUserState puts a user's state back (hydrateUser) unless Redis
+// holds it.
+func (l *Loader) restoreUserState(ctx context.Context, app, user string) error {
 	if _, ok, err := l.cache.UserState(ctx, app, user); err != nil || ok {
 		return err
 	}

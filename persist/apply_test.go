@@ -147,6 +147,12 @@ func TestApplyIsIdempotent(t *testing.T) {
 		same(t, "state", string(ls.State["count"]), "6")
 		same(t, "app state", string(ls.AppState["rev"]), "2")
 		same(t, "user state", string(ls.UserState["rev"]), "2")
+		// A cold read's load: the same session, without the scoped states.
+		le, err := s.LoadSessionEvents(ctx, skey("s1"), Window{})
+		must(t, err)
+		same(t, "LoadSessionEvents: app and user state", [2]bool{le.AppState == nil, le.UserState == nil}, [2]bool{true, true})
+		le.AppState, le.UserState = ls.AppState, ls.UserState
+		same(t, "LoadSessionEvents: the rest", le, ls)
 	})
 }
 

@@ -58,6 +58,17 @@ const sessionRevColumn = `COALESCE(t.rev, (SELECT count(*) FROM events AS e
 // window w in one snapshot. It returns base.ErrNotFound when the database has no
 // such session.
 func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
+	return s.loadSession(ctx, key, w, true)
+}
+
+// LoadSessionEvents is LoadSession without the app's and the user's state
+// (AppState and UserState nil): what a cold read puts back into Redis,
+// where those states have hashes of their own, read apart.
+func (s *Store) LoadSessionEvents(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
+	return s.loadSession(ctx, key, w, false)
+}
+
+func (s *Store) loadSession(ctx context.Context, key SessionKey, w Window, states bool) (*LoadedSession, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", key, err)
@@ -67,11 +78,13 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", key, err)
 	}
-	if ls.AppState, _, err = loadState(ctx, tx, appStateQuery, key.AppName); err != nil {
-		return nil, fmt.Errorf("load %s: app state: %w", key, err)
-	}
-	if ls.UserState, _, err = loadState(ctx, tx, userStateQuery, key.AppName, key.UserID); err != nil {
-		return nil, fmt.Errorf("load %s: user state: %w", key, err)
+	if states {
+		if ls.AppState, _, err = loadState(ctx, tx, appStateQuery, key.AppName); err != nil {
+			return nil, fmt.Errorf("load %s: app state: %w", key, err)
+		}
+		if ls.UserState, _, err = loadState(ctx, tx, userStateQuery, key.AppName, key.UserID); err != nil {
+			return nil, fmt.Errorf("load %s: user state: %w", key, err)
+		}
 	}
 	if ls.Events, err = s.loadEvents(ctx, tx, key, w, ls.Rev, 0); err != nil {
 		return nil, fmt.Errorf("load %s: %w", key, err)
