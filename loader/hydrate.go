@@ -19,7 +19,7 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 	var userDone chan error
 	err := l.guarded(ctx, app, user, sid, func(guard cache.ReadGuard) error {
 		key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
-		s, err := l.opts.DB.LoadSessionEvents(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents})
+		s, err := l.opts.DB.LoadSessionEvents(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, apiEvent)
 		if errors.Is(err, base.ErrNotFound) {
 			return base.SessionError(base.ErrNotFound, app, user, sid)
 		}

@@ -133,19 +133,22 @@ func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	return nil
 }
 
-// records turns events rows into cache records (the API form Redis keeps),
-// on every CPU for a long history: a cold read of a long session spends most
-// of its time here.
+// records turns events rows into cache records (the API form Redis keeps):
+// a row's Prepared when the load made it (apiEvent, while the rows came
+// in), the others here, on every CPU for a long history.
 func records(rows []persist.EventRow) ([]cache.EventRecord, error) {
 	out := make([]cache.EventRecord, len(rows))
 	err := eventjson.InParallel(len(rows), func(from, to int) error {
 		for i := from; i < to; i++ {
 			r := &rows[i]
-			js, err := eventjson.APIEvent(r.Data, r.ValidJSON, r.ID, r.InvocationID, r.Timestamp)
-			if err != nil {
-				return err
+			js := r.Prepared
+			if js == "" {
+				var err error
+				if js, err = apiEvent(r); err != nil {
+					return err
+				}
 			}
-			out[i] = cache.EventRecord{Seq: r.Seq, Ts: r.Timestamp.UnixMicro(), JSON: string(js), ID: r.ID}
+			out[i] = cache.EventRecord{Seq: r.Seq, Ts: r.Timestamp.UnixMicro(), JSON: js, ID: r.ID}
 		}
 		return nil
 	})
@@ -153,6 +156,13 @@ func records(rows []persist.EventRow) ([]cache.EventRecord, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// apiEvent is an events row in the cache's form: the event's API form.
+// It is the cold read's persist.Prepare.
+func apiEvent(r *persist.EventRow) (string, error) {
+	js, err := eventjson.APIEvent(r.Data, r.ValidJSON, r.ID, r.InvocationID, r.Timestamp)
+	return string(js), err
 }
 
 // CompactedOlder completes a compacted view read from the compaction index

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
@@ -147,12 +148,25 @@ func TestApplyIsIdempotent(t *testing.T) {
 		same(t, "state", string(ls.State["count"]), "6")
 		same(t, "app state", string(ls.AppState["rev"]), "2")
 		same(t, "user state", string(ls.UserState["rev"]), "2")
-		// A cold read's load: the same session, without the scoped states.
-		le, err := s.LoadSessionEvents(ctx, skey("s1"), Window{})
+		// A cold read's load: the same session, without the scoped states,
+		// each event prepared as it came in.
+		le, err := s.LoadSessionEvents(ctx, skey("s1"), Window{}, func(r *EventRow) (string, error) {
+			return r.ID + "@" + r.Timestamp.Format(time.RFC3339Nano), nil
+		})
 		must(t, err)
 		same(t, "LoadSessionEvents: app and user state", [2]bool{le.AppState == nil, le.UserState == nil}, [2]bool{true, true})
+		same(t, "LoadSessionEvents: events", len(le.Events), len(ls.Events))
+		for i := range le.Events {
+			e := &le.Events[i]
+			same(t, "LoadSessionEvents: prepared", e.Prepared, e.ID+"@"+e.Timestamp.Format(time.RFC3339Nano))
+			e.Prepared = ""
+		}
 		le.AppState, le.UserState = ls.AppState, ls.UserState
 		same(t, "LoadSessionEvents: the rest", le, ls)
+		_, err = s.LoadSessionEvents(ctx, skey("s1"), Window{}, func(r *EventRow) (string, error) {
+			return "", errors.New("refused")
+		})
+		same(t, "LoadSessionEvents: Prepare's error", fmt.Sprint(err), `load session s1 of app app, user u1: read events: refused`)
 	})
 }
 

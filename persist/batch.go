@@ -44,7 +44,17 @@ type EventRow struct {
 	// ValidJSON: the loads read Data from a column that holds only valid
 	// JSON (Postgres's jsonb), so a reader need not check it again.
 	ValidJSON bool
+	// Prepared is what the Prepare function of a load (LoadSessionEvents)
+	// made of the row while the rows were coming in; "" when it had none or
+	// did not see the row (a time outside the range served, see dbTime).
+	Prepared string
 }
+
+// Prepare makes of an events row what its reader needs (a cold read: the
+// event in the cache's form). A load calls it on each row on a goroutine of
+// its own while the rest are still coming in, so that the work takes the
+// time the database takes to send them.
+type Prepare func(r *EventRow) (string, error)
 
 // SessionUpsert is a snapshot of one session and the events that a batch
 // adds to it.

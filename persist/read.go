@@ -58,17 +58,18 @@ const sessionRevColumn = `COALESCE(t.rev, (SELECT count(*) FROM events AS e
 // window w in one snapshot. It returns base.ErrNotFound when the database has no
 // such session.
 func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
-	return s.loadSession(ctx, key, w, true)
+	return s.loadSession(ctx, key, w, true, nil)
 }
 
 // LoadSessionEvents is LoadSession without the app's and the user's state
 // (AppState and UserState nil): what a cold read puts back into Redis,
-// where those states have hashes of their own, read apart.
-func (s *Store) LoadSessionEvents(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
-	return s.loadSession(ctx, key, w, false)
+// where those states have hashes of their own, read apart. prepare, when
+// not nil, fills in the events' Prepared as they come in.
+func (s *Store) LoadSessionEvents(ctx context.Context, key SessionKey, w Window, prepare Prepare) (*LoadedSession, error) {
+	return s.loadSession(ctx, key, w, false, prepare)
 }
 
-func (s *Store) loadSession(ctx context.Context, key SessionKey, w Window, states bool) (*LoadedSession, error) {
+func (s *Store) loadSession(ctx context.Context, key SessionKey, w Window, states bool, prepare Prepare) (*LoadedSession, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", key, err)
@@ -86,7 +87,7 @@ func (s *Store) loadSession(ctx context.Context, key SessionKey, w Window, state
 			return nil, fmt.Errorf("load %s: user state: %w", key, err)
 		}
 	}
-	if ls.Events, err = s.loadEvents(ctx, tx, key, w, ls.Rev, 0); err != nil {
+	if ls.Events, err = s.loadEvents(ctx, tx, key, w, ls.Rev, 0, prepare); err != nil {
 		return nil, fmt.Errorf("load %s: %w", key, err)
 	}
 	if n := len(ls.Events); n > 0 && ls.Events[n-1].Seq > ls.Rev {
@@ -112,7 +113,7 @@ func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, before
 	if err != nil {
 		return nil, fmt.Errorf("load events of %s: %w", key, err)
 	}
-	events, err := s.loadEvents(ctx, tx, key, w, ls.Rev, beforeSeq)
+	events, err := s.loadEvents(ctx, tx, key, w, ls.Rev, beforeSeq, nil)
 	if err != nil {
 		return nil, fmt.Errorf("load events of %s: %w", key, err)
 	}

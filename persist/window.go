@@ -41,14 +41,14 @@ func ceilMicro(t time.Time) time.Time {
 // bound), oldest first, for a session whose last event has seq rev. Seqs
 // count back from rev, so they assume the database has every event of the
 // session up to rev.
-func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey, w Window, rev, beforeSeq int64) ([]EventRow, error) {
+func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey, w Window, rev, beforeSeq int64, prepare Prepare) ([]EventRow, error) {
 	var skip int64
 	if beforeSeq > 0 {
 		skip = max(0, rev-beforeSeq+1)
 	}
 	query, args := s.d.eventsQuery(key, w.After, w.NumRecentEvents, skip)
-	var rows []storedEvent
-	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
+	rows, err := s.readEvents(ctx, q, key, query, args, prepare)
+	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
 	if rev-skip-int64(len(rows)) < 0 {
@@ -64,7 +64,7 @@ func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key Sessi
 			if beforeSeq > 0 {
 				beforeSeq += n - rev
 			}
-			return s.loadEvents(ctx, q, key, w, n, beforeSeq)
+			return s.loadEvents(ctx, q, key, w, n, beforeSeq, prepare)
 		}
 	}
 	events := make([]EventRow, len(rows))
@@ -72,9 +72,63 @@ func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key Sessi
 		e := r.event(s.d, key)
 		e.Seq = rev - skip - int64(i)
 		e.Timestamp = r.Timestamp.eventTime(e.Seq)
+		e.Prepared = r.prepared
 		events[len(rows)-1-i] = e
 	}
 	return events, nil
+}
+
+// readEvents runs query, an events query of eventColumns. prepare, when not
+// nil, is called on every row whose time is in the range served (its
+// timestamp does not depend on its seq) on one goroutine, in the order the
+// rows come in, while the rest are read; its first error is readEvents'.
+func (s *Store) readEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey, query string, args []any, prepare Prepare) ([]*storedEvent, error) {
+	rs, err := q.QueryxContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var (
+		rows     []*storedEvent
+		prepared chan *storedEvent
+		done     chan error
+	)
+	if prepare != nil {
+		prepared, done = make(chan *storedEvent, 64), make(chan error, 1)
+		go func() {
+			var first error
+			for r := range prepared {
+				if first == nil {
+					e := r.event(s.d, key)
+					r.prepared, first = prepare(&e)
+				}
+			}
+			done <- first
+		}()
+	}
+	for rs.Next() {
+		r := new(storedEvent)
+		if err = rs.StructScan(r); err != nil {
+			break
+		}
+		rows = append(rows, r)
+		if prepared != nil && r.Timestamp.out == 0 {
+			prepared <- r
+		}
+	}
+	if prepared != nil {
+		close(prepared)
+		if perr := <-done; err == nil {
+			err = perr
+		}
+	}
+	if err == nil {
+		err = rs.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // eventColumns are the columns of an events row that an storedEvent receives.
@@ -86,6 +140,7 @@ type storedEvent struct {
 	InvocationID string `db:"invocation_id"`
 	Timestamp    dbTime `db:"timestamp"`
 	Data         []byte `db:"event_data"`
+	prepared     string // what a load's Prepare made of it (readEvents)
 }
 
 // event returns the row, read through dialect d, as an event of session
