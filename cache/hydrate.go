@@ -35,9 +35,31 @@ type HydrateArgs struct {
 // leaves them, and the MULTI deletes what is left: an event passed to a
 // script as an argument costs Redis several times what ZADD costs.
 func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (bool, error) {
+	wrote, _, err := s.hydrate(ctx, h, ttl, nil)
+	return wrote, err
+}
+
+// HydrateGet is Hydrate, then, when it wrote, in the same MULTI, the Get of
+// a (not Compacted): nothing runs between the put-back and the read, so the
+// window's events are those of h.Events, not read back. snap is nil when
+// Hydrate did not write or the read did not answer the session (say, the
+// user's state is not cached): the caller reads it again (Get).
+func (s *Store) HydrateGet(ctx context.Context, h HydrateArgs, ttl time.Duration, a GetArgs) (wrote bool, snap *Snapshot, err error) {
+	if a.Compacted || a.App != h.App || a.User != h.User || a.SID != h.SID {
+		return false, nil, fmt.Errorf("hydrate %s: read another session's or a compacted view", base.SessionName(h.App, h.User, h.SID))
+	}
+	g, err := s.newSessionRead(ctx, a)
+	if err != nil {
+		return false, nil, err
+	}
+	return s.hydrate(ctx, h, ttl, g)
+}
+
+// hydrate is Hydrate, followed by the read g (nil: none) in its MULTI.
+func (s *Store) hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration, g *sessionRead) (bool, *Snapshot, error) {
 	what := "hydrate " + base.SessionName(h.App, h.User, h.SID)
 	if err := checkHydrated(h.Events, h.Rev); err != nil {
-		return false, fmt.Errorf("%s: %w", what, err)
+		return false, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	k := s.keys.Session(h.App, h.User, h.SID)
 	st := s.keys.Stage(h.App, h.User, h.SID)
@@ -46,6 +68,7 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 	args = appendPairs(args, h.State)
 	args = append(args, len(h.Events), h.Guard.field, h.Guard.value, h.SID)
 	events, ids := stagedMembers(h.Events)
+	var read *redis.Cmd
 	cmd, _ := s.txScript(ctx, hydrateScript, keys, args, func(pipe redis.Pipeliner, call func()) {
 		pipe.Del(ctx, st.Events, st.EventIDs)
 		for lo := 0; lo < len(events); lo += stageChunk {
@@ -55,9 +78,23 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 		}
 		call()
 		pipe.Del(ctx, st.Events, st.EventIDs) // whatever the script answered, nothing staged outlives the MULTI
+		if g != nil {
+			read = s.pick(getScript).EvalSha(ctx, pipe, g.keys, g.args...)
+			g.queue(ctx, pipe, false)
+		}
 	})
 	n, err := cmd.Int64()
-	return guardedResult(n, err, what)
+	wrote, err := guardedResult(n, err, what)
+	if g == nil {
+		return wrote, nil, err
+	}
+	// The read's answer waits for the cluster's app hash read, whatever
+	// came of the put-back; it counts only when the put-back wrote.
+	snap, rerr := g.snapshot(read, read.Err(), windowOf(h.Events, g.a))
+	if err != nil || !wrote || rerr != nil {
+		snap = nil
+	}
+	return wrote, snap, err
 }
 
 // stageChunk is the most members one staging ZADD sends.

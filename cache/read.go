@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -292,43 +293,77 @@ type GetArgs struct {
 // several times what ZRANGE costs), and the app hash. Errors: ErrNotCached,
 // ErrDeleted, ErrUserNotCached, ErrIncomplete.
 func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
-	k := s.keys.Session(a.App, a.User, a.SID)
-	after := ""
-	if a.After >= 0 {
-		// Stored timestamps are below 2^53 µs (the scripts refuse others).
-		after = strconv.FormatInt(min(a.After, maxScore), 10)
+	g, err := s.newSessionRead(ctx, a)
+	if err != nil {
+		return nil, err
 	}
+	script, err := s.txScript(ctx, getScript, g.keys, g.args, func(pipe redis.Pipeliner, call func()) {
+		call()
+		g.queue(ctx, pipe, !a.Compacted)
+	})
+	return g.snapshot(script, err, nil)
+}
+
+// sessionRead is one read of a session (Get): get.lua's keys and arguments,
+// and the commands queued beside it.
+type sessionRead struct {
+	s      *Store
+	a      GetArgs
+	keys   []string
+	args   []any
+	events string // the events zset
+	after  string // the window's score bound ("": none)
+	window *redis.ZSliceCmd
+	app    *redis.MapStringStringCmd
+	// appRead brings the app hash read beside the MULTI in a cluster, where
+	// it has a slot of its own (on one server it is in the MULTI: app).
+	appRead chan *redis.MapStringStringCmd
+}
+
+// newSessionRead checks a and starts its read: in a cluster, the app
+// hash's.
+func (s *Store) newSessionRead(ctx context.Context, a GetArgs) (*sessionRead, error) {
 	if a.NumRecent < 0 {
 		return nil, fmt.Errorf("get %s: NumRecent %d is negative", base.SessionName(a.App, a.User, a.SID), a.NumRecent)
 	}
-	keys := []string{k.Session, k.Events, k.Temp, k.User, k.Undo}
-	args := []any{a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)}
-	var window *redis.ZSliceCmd
-	var app *redis.MapStringStringCmd
-	// The app hash is in the MULTI on one server; in a cluster it has a
-	// slot of its own, and is read beside it.
-	oneServer := s.oneServer()
-	var appRead chan *redis.MapStringStringCmd
-	if !oneServer {
-		appRead = make(chan *redis.MapStringStringCmd, 1)
-		go func() { appRead <- s.rdb.HGetAll(ctx, s.keys.App(a.App).State) }()
+	k := s.keys.Session(a.App, a.User, a.SID)
+	g := &sessionRead{s: s, a: a, events: k.Events,
+		keys: []string{k.Session, k.Events, k.Temp, k.User, k.Undo},
+		args: []any{a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)},
 	}
-	script, err := s.txScript(ctx, getScript, keys, args, func(pipe redis.Pipeliner, call func()) {
-		call()
-		if !a.Compacted {
-			window = pipe.ZRangeArgsWithScores(ctx, windowRange(k.Events, after, a.NumRecent))
-		}
-		if oneServer {
-			app = pipe.HGetAll(ctx, s.keys.App(a.App).State)
-		}
-	})
-	if appRead != nil {
-		app = <-appRead
+	if a.After >= 0 {
+		// Stored timestamps are below 2^53 µs (the scripts refuse others).
+		g.after = strconv.FormatInt(min(a.After, maxScore), 10)
+	}
+	if !s.oneServer() {
+		g.appRead = make(chan *redis.MapStringStringCmd, 1)
+		go func() { g.appRead <- s.rdb.HGetAll(ctx, s.keys.App(a.App).State) }()
+	}
+	return g, nil
+}
+
+// queue adds to pipe, after get.lua, the window's ZRANGE (when window is
+// true) and, on one server, the app hash.
+func (g *sessionRead) queue(ctx context.Context, pipe redis.Pipeliner, window bool) {
+	if window {
+		g.window = pipe.ZRangeArgsWithScores(ctx, windowRange(g.events, g.after, g.a.NumRecent))
+	}
+	if g.appRead == nil {
+		g.app = pipe.HGetAll(ctx, g.s.keys.App(g.a.App).State)
+	}
+}
+
+// snapshot is the read's answer: get.lua's reply script (err: the MULTI's
+// error), with the window's events from its ZRANGE, or events when none was
+// queued.
+func (g *sessionRead) snapshot(script *redis.Cmd, err error, events []EventRecord) (*Snapshot, error) {
+	if g.appRead != nil {
+		g.app = <-g.appRead
 	}
 	if err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("get script: %w", err)
 	}
-	if err := app.Err(); err != nil && err != redis.Nil {
+	if err := g.app.Err(); err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("get app state: %w", err)
 	}
 	v, err := script.Slice()
@@ -342,10 +377,13 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 	if err := snap.parse(v[1], v[2], v[3], v[4]); err != nil {
 		return nil, err
 	}
-	if window != nil {
-		if snap.Events, err = windowRecords(window.Val(), after != "" && a.NumRecent > 0); err != nil {
+	switch {
+	case g.window != nil:
+		if snap.Events, err = windowRecords(g.window.Val(), g.after != "" && g.a.NumRecent > 0); err != nil {
 			return nil, err
 		}
+	case !g.a.Compacted:
+		snap.Events = events
 	}
 	if snap.Indexed = v[5].(int64) == 1; snap.Indexed {
 		if snap.Older, err = eventRefs(v[6]); err != nil {
@@ -355,11 +393,26 @@ func (s *Store) Get(ctx context.Context, a GetArgs) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	if snap.App, _, err = stateHash(app.Val()); err != nil {
+	if snap.App, _, err = stateHash(g.app.Val()); err != nil {
 		return nil, err
 	}
-	snap.AppCached = len(app.Val()) > 0
+	snap.AppCached = len(g.app.Val()) > 0
 	return snap, nil
+}
+
+// windowOf is the window of a (GetArgs.After, then NumRecent) of evs, a
+// session's cached events in ascending order: what windowRange reads of a
+// zset that holds them.
+func windowOf(evs []EventRecord, a GetArgs) []EventRecord {
+	lo := 0
+	if a.After >= 0 {
+		after := min(a.After, maxScore)
+		lo = sort.Search(len(evs), func(i int) bool { return evs[i].Ts >= after })
+	}
+	if a.NumRecent > 0 && len(evs)-lo > a.NumRecent {
+		lo = len(evs) - a.NumRecent
+	}
+	return evs[lo:]
 }
 
 // txScript runs one call of sc in a MULTI with the commands queue adds

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,4 +82,80 @@ func durableStore(t *testing.T, url, prefix string, shards int) (*cache.Store, r
 	s := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: true})
 	require.NoError(t, s.LoadScripts(context.Background()))
 	return s, rdb
+}
+
+// TestHydrateGetAnswersAsGet: a cold read's put-back reads the session in
+// its MULTI (cache.Store.HydrateGet) and answers, for every window, what a
+// Get right after it answers, its events taken from those it put back; it
+// answers nothing when it did not write or the read did not answer (the
+// user's state not in Redis): the caller reads again. On a standalone Redis
+// and on a cluster.
+func TestHydrateGetAnswersAsGet(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		store, rdb := durableStore(t, url, "hydget", 8)
+		sk := store.Keys().Session("a", "u", "s")
+		hydrate := func() cache.HydrateArgs {
+			guard, err := store.ReadGuard(ctx, "a", "u", "s")
+			require.NoError(t, err)
+			h := cache.HydrateArgs{App: "a", User: "u", SID: "s", Incarnation: 7, CreateTime: 1000, UpdateTime: 1010, Rev: 12,
+				State: []cache.Pair{{Key: "k", Value: `"v"`}}, Guard: guard}
+			for seq := int64(3); seq <= 12; seq++ {
+				h.Events = append(h.Events, cache.EventRecord{Seq: seq, Ts: 998 + seq, ID: fmt.Sprint("e", seq), JSON: fmt.Sprintf(`{"id":"e%d"}`, seq)})
+			}
+			return h
+		}
+		lose := func() { require.NoError(t, rdb.Del(ctx, sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp).Err()) }
+		userGuard, err := store.ReadGuard(ctx, "a", "u", "")
+		require.NoError(t, err)
+		_, err = store.HydrateUser(ctx, "a", "u", 4, 0, []cache.Pair{{Key: "x", Value: "1"}}, time.Minute, userGuard)
+		require.NoError(t, err)
+		_, err = store.HydrateApp(ctx, "a", 2, []cache.Pair{{Key: "y", Value: "2"}})
+		require.NoError(t, err)
+
+		for _, a := range []cache.GetArgs{
+			{After: -1}, {After: -1, NumRecent: 3}, {After: -1, NumRecent: 50}, {After: 1005}, {After: 1005, NumRecent: 2},
+			{After: 1005, NumRecent: 20}, {After: 5000}, {After: 0, NumRecent: 1}, {After: 1 << 60},
+		} {
+			a.App, a.User, a.SID = "a", "u", "s"
+			lose()
+			wrote, snap, err := store.HydrateGet(ctx, hydrate(), time.Minute, a)
+			require.NoError(t, err)
+			require.True(t, wrote)
+			require.NotNil(t, snap, "%+v", a)
+			want, err := store.Get(ctx, a)
+			require.NoError(t, err)
+			got := *snap
+			got.Events = nil
+			for _, e := range snap.Events {
+				e.ID = "" // Get reads no ids
+				got.Events = append(got.Events, e)
+			}
+			if len(want.Events) == 0 {
+				want.Events = nil
+			}
+			require.Equal(t, want, &got, "%+v", a)
+			require.Equal(t, map[string]string{"x": "1"}, got.User)
+			require.Equal(t, map[string]string{"y": "2"}, got.App)
+		}
+
+		a := cache.GetArgs{App: "a", User: "u", SID: "s", After: -1}
+		// Redis holds the session already: nothing written, nothing answered.
+		wrote, snap, err := store.HydrateGet(ctx, hydrate(), time.Minute, a)
+		require.NoError(t, err)
+		require.False(t, wrote)
+		require.Nil(t, snap)
+		// The user's state is not in Redis: written, but the read answers "user not cached".
+		lose()
+		require.NoError(t, rdb.Del(ctx, sk.User).Err())
+		wrote, snap, err = store.HydrateGet(ctx, hydrate(), time.Minute, a)
+		require.NoError(t, err)
+		require.True(t, wrote)
+		require.Nil(t, snap)
+		_, err = store.Get(ctx, a)
+		require.ErrorIs(t, err, cache.ErrUserNotCached)
+		// A compacted view is not read this way.
+		_, _, err = store.HydrateGet(ctx, hydrate(), time.Minute, cache.GetArgs{App: "a", User: "u", SID: "s", After: -1, Compacted: true})
+		require.Error(t, err)
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/base"
@@ -12,24 +14,42 @@ import (
 
 // hydrateSession reads a session and its newest events from the database
 // and puts them into Redis, with its user's state when Redis lost that too:
-// once the database has answered that the session exists, the user's state
-// is put back beside the session's events (restoreUserState), so that its
-// reads overlap the events' conversion and put-back.
-func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) error {
-	var userDone chan error
+// once the database has answered that the session exists (its first events
+// row, or the load's end), the user's state is put back beside the events
+// (restoreUserState), so that its reads overlap the events' load, conversion
+// and put-back. For a cold read (cold not nil) the put-back's MULTI reads the
+// session too (cache.Store.HydrateGet), once the user's state is back: its
+// answer is cold.snap.
+func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold *coldRead) error {
+	var (
+		userOnce    sync.Once
+		userStarted atomic.Bool
+		userDone    = make(chan struct{})
+		userErr     error
+	)
+	startUser := func() {
+		userOnce.Do(func() {
+			userStarted.Store(true)
+			go func() {
+				defer close(userDone)
+				userErr = l.restoreUserState(ctx, app, user)
+			}()
+		})
+	}
+	prepare := func(r *persist.EventRow) (string, error) {
+		startUser()
+		return apiEvent(r)
+	}
 	err := l.guarded(ctx, app, user, sid, func(guard cache.ReadGuard) error {
 		key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
-		s, err := l.opts.DB.LoadSessionEvents(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, apiEvent)
+		s, err := l.opts.DB.LoadSessionEvents(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, prepare)
 		if errors.Is(err, base.ErrNotFound) {
 			return base.SessionError(base.ErrNotFound, app, user, sid)
 		}
 		if err != nil {
 			return fmt.Errorf("load %s from the database: %w", base.SessionName(app, user, sid), err)
 		}
-		if userDone == nil {
-			userDone = make(chan error, 1)
-			go func() { userDone <- l.restoreUserState(ctx, app, user) }()
-		}
+		startUser()
 		h := cache.HydrateArgs{
 			App: app, User: user, SID: sid, Incarnation: s.Incarnation,
 			CreateTime: s.CreateTime.UnixMicro(), UpdateTime: s.UpdateTime.UnixMicro(), Rev: s.Rev,
@@ -38,15 +58,29 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string) erro
 		if h.Events, err = records(s.Events); err != nil {
 			return err
 		}
-		_, err = l.cache.Hydrate(ctx, h, l.opts.CacheTTL)
+		if cold == nil {
+			_, err = l.cache.Hydrate(ctx, h, l.opts.CacheTTL)
+			return err
+		}
+		<-userDone
+		_, cold.snap, err = l.cache.HydrateGet(ctx, h, l.opts.CacheTTL, cold.args)
 		return err
 	})
-	if userDone != nil {
-		if uerr := <-userDone; err == nil {
-			err = uerr
+	if userStarted.Load() {
+		<-userDone
+		if err == nil {
+			err = userErr
 		}
 	}
 	return err
+}
+
+// coldRead is a Get (not of a compacted view) whose session Redis lost:
+// hydrateSession reads it in the MULTI that puts it back and leaves the
+// answer in snap (nil: read it again).
+type coldRead struct {
+	args cache.GetArgs
+	snap *cache.Snapshot
 }
 
 // restoreUserState puts a user's state back (hydrateUser) unless Redis

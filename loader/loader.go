@@ -51,10 +51,18 @@ func (l *Loader) Durable() bool { return l.opts.DB != nil }
 // reaches past it.
 func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, error) {
 	var snap *cache.Snapshot
-	err := l.Run(ctx, a.App, a.User, a.SID, func() (err error) {
+	var cold *coldRead
+	if !a.Compacted {
+		cold = &coldRead{args: a} // a put-back answers the read (hydrateSession)
+	}
+	err := l.run(ctx, a.App, a.User, a.SID, func() (err error) {
+		if cold != nil && cold.snap != nil {
+			snap, cold.snap = cold.snap, nil
+			return nil
+		}
 		snap, err = l.cache.Get(ctx, a)
 		return err
-	})
+	}, cold)
 	if err != nil {
 		return nil, err
 	}

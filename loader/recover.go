@@ -28,9 +28,15 @@ const maxRecoveries = 3
 // base.ErrNotFound naming the session. Other errors come back as op
 // returned them (a not-cached status when every put-back was lost again).
 func (l *Loader) Run(ctx context.Context, app, user, sid string, op func() error) error {
+	return l.run(ctx, app, user, sid, op, nil)
+}
+
+// run is Run; a session put back for cold (not nil) is read in the same
+// MULTI (hydrateSession).
+func (l *Loader) run(ctx context.Context, app, user, sid string, op func() error, cold *coldRead) error {
 	err := op()
 	for n := 0; n < maxRecoveries && l.opts.DB != nil && isNotCached(err); n++ {
-		if err = l.restore(ctx, app, user, sid, err); err != nil {
+		if err = l.restore(ctx, app, user, sid, err, cold); err != nil {
 			return err
 		}
 		err = op()
@@ -73,14 +79,14 @@ func isNotCached(err error) bool {
 // (with its user's state when that is gone too), the user's state and
 // index, or the app's state. base.ErrNotFound (wrapped by
 // base.SessionError) when the database has no such session either.
-func (l *Loader) restore(ctx context.Context, app, user, sid string, cause error) error {
+func (l *Loader) restore(ctx context.Context, app, user, sid string, cause error, cold *coldRead) error {
 	switch {
 	case errors.Is(cause, cache.ErrUserNotCached):
 		return l.hydrateUser(ctx, app, user)
 	case errors.Is(cause, cache.ErrAppNotCached):
 		return l.hydrateApp(ctx, app)
 	case errors.Is(cause, cache.ErrNotCached), errors.Is(cause, cache.ErrIncomplete):
-		return l.hydrateSession(ctx, app, user, sid)
+		return l.hydrateSession(ctx, app, user, sid, cold)
 	}
 	return cause
 }
