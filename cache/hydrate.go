@@ -90,7 +90,7 @@ func (s *Store) hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration, g
 	}
 	// The read's answer waits for the cluster's app hash read, whatever
 	// came of the put-back; it counts only when the put-back wrote.
-	snap, rerr := g.snapshot(read, read.Err(), windowOf(h.Events, g.a))
+	snap, rerr := g.snapshot(read, read.Err(), WindowOf(h.Events, g.a))
 	if err != nil || !wrote || rerr != nil {
 		snap = nil
 	}

@@ -51,6 +51,10 @@ type Snapshot struct {
 	Indexed bool
 	Older   []EventRef
 	Ranges  []TimeRange
+	// Decoded is what its reader's decoder made of Events, when it decoded
+	// them on the way (a cold read decodes the events it puts back while
+	// the put-back runs: loader.Options.Decode); nil otherwise.
+	Decoded any
 }
 
 // EventRef is an event the compaction index names: its seq and timestamp
@@ -400,10 +404,10 @@ func (g *sessionRead) snapshot(script *redis.Cmd, err error, events []EventRecor
 	return snap, nil
 }
 
-// windowOf is the window of a (GetArgs.After, then NumRecent) of evs, a
+// WindowOf is the window of a (GetArgs.After, then NumRecent) of evs, a
 // session's cached events in ascending order: what windowRange reads of a
 // zset that holds them.
-func windowOf(evs []EventRecord, a GetArgs) []EventRecord {
+func WindowOf(evs []EventRecord, a GetArgs) []EventRecord {
 	lo := 0
 	if a.After >= 0 {
 		after := min(a.After, maxScore)

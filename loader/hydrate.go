@@ -63,7 +63,11 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold
 			return err
 		}
 		<-userDone
+		decoded := l.decodeBeside(cache.WindowOf(h.Events, cold.args))
 		_, cold.snap, err = l.cache.HydrateGet(ctx, h, l.opts.CacheTTL, cold.args)
+		if d := <-decoded; cold.snap != nil && d.err == nil {
+			cold.snap.Decoded = d.v
+		}
 		return err
 	})
 	if userStarted.Load() {
@@ -73,6 +77,26 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold
 		}
 	}
 	return err
+}
+
+// decodeBeside decodes events (Options.Decode) on a goroutine of its own;
+// the channel brings the result (nothing decoded without a decoder).
+func (l *Loader) decodeBeside(events []cache.EventRecord) <-chan decodeResult {
+	out := make(chan decodeResult, 1)
+	if l.opts.Decode == nil {
+		out <- decodeResult{}
+		return out
+	}
+	go func() {
+		v, err := l.opts.Decode(events)
+		out <- decodeResult{v, err}
+	}()
+	return out
+}
+
+type decodeResult struct {
+	v   any
+	err error
 }
 
 // coldRead is a Get (not of a compacted view) whose session Redis lost:

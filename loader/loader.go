@@ -28,6 +28,10 @@ type Options struct {
 	DB              *persist.Store // nil: Redis only
 	CacheTTL        time.Duration  // TTL of rehydrated (fully flushed) keys (service.Config.CacheTTL)
 	MaxCachedEvents int            // events put back per session (service.Config.MaxCachedEvents)
+	// Decode, when not nil, decodes events for the reader (service's
+	// decodeEvents): a cold read runs it on the events it answers while it
+	// puts them back, and hands its result on in Snapshot.Decoded.
+	Decode func([]cache.EventRecord) (any, error)
 }
 
 // Loader reads sessions, cache first.
@@ -137,7 +141,7 @@ func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	if err != nil {
 		return err
 	}
-	snap.Events = append(older, snap.Events...)
+	snap.Events, snap.Decoded = append(older, snap.Events...), nil
 	return nil
 }
 

@@ -216,6 +216,9 @@ func sessionFromEvents(app, user, sid string, snap *cache.Snapshot, events []*Ev
 	if err != nil {
 		return nil, err
 	}
+	if decoded, ok := snap.Decoded.([]*Event); events == nil && ok && len(decoded) == len(snap.Events) {
+		events = decoded // a cold read decoded them while it put them back
+	}
 	if events == nil {
 		if events, err = decodeEvents(snap.Events); err != nil {
 			return nil, err

@@ -93,7 +93,8 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	if err := s.cache.LoadScripts(ctx); err != nil {
 		return fail(err)
 	}
-	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents})
+	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents,
+		Decode: func(recs []cache.EventRecord) (any, error) { return decodeEvents(recs) }})
 	if s.db != nil && !cfg.DisableFlusher {
 		s.flusher = s.newFlusher(cfg.Logger)
 		s.flusher.Start(ctx)
