@@ -436,3 +436,50 @@ func TestColdReadADKRowsOutOfRange(t *testing.T) {
 	}
 	require.Equal(t, want, ids, "the database's order")
 }
+
+// TestColdGetAnswersAsWarm: a Get of a session Redis lost (its keys
+// evicted, with its user's state or without) answers, for every window, the
+// events and state a Get of the session Redis holds answers: the put-back
+// answers the read from the events it put back (cache.Store.HydrateGet), and
+// the events decoded beside it are those of the window. After bounds fall on
+// an event's time exactly, on none, before the first and past the last; the
+// cache holds only the newest 6 of the 10 events (MaxCachedEvents), so some
+// windows reach into the database too.
+func TestColdGetAnswersAsWarm(t *testing.T) {
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.MaxCachedEvents = 6 })
+	ctx := wbCtx(t)
+	k := sessKey{"cold-warm", "u", "s"}
+	s := e.create(e.svc, k.app, k.user, k.sid, map[string]any{"init": 1, "user:u": 0})
+	for j := range 10 {
+		e.mustAppend(e.svc, s, fmt.Sprint("inv-", j/3), fmt.Sprintf("msg %d", j), map[string]any{"j": j, "user:u": j})
+	}
+	e.flush(e.svc)
+	events := e.model.events(k)
+	at := func(i int) time.Time { return events[i].Timestamp }
+	sk := e.sessionKeys(k.app, k.user, k.sid)
+	for _, w := range []struct {
+		n     int
+		after time.Time
+	}{
+		{0, time.Time{}}, {3, time.Time{}}, {6, time.Time{}}, {8, time.Time{}}, {20, time.Time{}},
+		{0, at(5)}, {0, at(2)}, {2, at(5)}, {4, at(7)}, {3, at(0)}, {0, at(9)}, {1, at(9).Add(time.Microsecond)},
+		{0, at(4).Add(-time.Microsecond)}, {0, at(0).Add(-time.Hour)},
+	} {
+		req := &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid, NumRecentEvents: w.n, After: w.after}
+		for _, lose := range [][]string{
+			{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp},
+			{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User},
+		} {
+			require.NoError(t, e.rdb.Del(ctx, lose...).Err())
+			cold, err := e.svc.Get(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), e.rdb.Exists(ctx, sk.Session).Val(), "the cold read put the session back")
+			warm, err := e.svc.Get(ctx, req)
+			require.NoError(t, err)
+			name := fmt.Sprintf("n=%d after=%v, %d keys lost", w.n, w.after, len(lose))
+			require.Equal(t, slices.Collect(warm.Session.Events().All()), slices.Collect(cold.Session.Events().All()), name)
+			require.Equal(t, stateMap(warm.Session), stateMap(cold.Session), name)
+			e.checkGet(e.svc, k, w.n, w.after)
+		}
+	}
+}
