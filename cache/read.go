@@ -318,6 +318,7 @@ type sessionRead struct {
 	events string // the events zset
 	after  string // the window's score bound ("": none)
 	window *redis.ZSliceCmd
+	beside *redis.ZSliceCmd // a compacted view's newest viewBeside events
 	app    *redis.MapStringStringCmd
 	// appRead brings the app hash read beside the MULTI in a cluster, where
 	// it has a slot of its own (on one server it is in the MULTI: app).
@@ -335,6 +336,9 @@ func (s *Store) newSessionRead(ctx context.Context, a GetArgs) (*sessionRead, er
 		keys: []string{k.Session, k.Events, k.Temp, k.User, k.Undo},
 		args: []any{a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)},
 	}
+	if a.Compacted {
+		g.args = append(g.args, viewBeside)
+	}
 	if a.After >= 0 {
 		// Stored timestamps are below 2^53 µs (the scripts refuse others).
 		g.after = strconv.FormatInt(min(a.After, maxScore), 10)
@@ -347,10 +351,14 @@ func (s *Store) newSessionRead(ctx context.Context, a GetArgs) (*sessionRead, er
 }
 
 // queue adds to pipe, after get.lua, the window's ZRANGE (when window is
-// true) and, on one server, the app hash.
+// true), a compacted view's ZRANGE of the newest events and, on one
+// server, the app hash.
 func (g *sessionRead) queue(ctx context.Context, pipe redis.Pipeliner, window bool) {
 	if window {
 		g.window = pipe.ZRangeArgsWithScores(ctx, windowRange(g.events, g.after, g.a.NumRecent))
+	}
+	if g.a.Compacted {
+		g.beside = pipe.ZRangeWithScores(ctx, g.events, -viewBeside, -1)
 	}
 	if g.appRead == nil {
 		g.app = pipe.HGetAll(ctx, g.s.keys.App(g.a.App).State)
@@ -389,6 +397,11 @@ func (g *sessionRead) snapshot(script *redis.Cmd, err error, events []EventRecor
 	case !g.a.Compacted:
 		snap.Events = events
 	}
+	if g.a.Compacted {
+		if snap.Events, err = withBeside(snap.Events, v[8], g.beside); err != nil {
+			return nil, err
+		}
+	}
 	if snap.Indexed = v[5].(int64) == 1; snap.Indexed {
 		if snap.Older, err = eventRefs(v[6]); err != nil {
 			return nil, err
@@ -402,6 +415,57 @@ func (g *sessionRead) snapshot(script *redis.Cmd, err error, events []EventRecor
 	}
 	snap.AppCached = len(g.app.Val()) > 0
 	return snap, nil
+}
+
+// viewBeside is how many of a session's newest events a compacted view
+// reads beside get.lua, in its MULTI: the view's events among them are not
+// passed through the script, which get.lua names by seq (an event passed
+// through Lua costs Redis about 1.4 µs a KB, a ZRANGE of it a fraction).
+// A view whose events all are among them (its last compaction's range
+// ends fewer than viewBeside events before the newest) passes none.
+const viewBeside = 32
+
+// withBeside appends to events (get.lua's, older than the newest
+// viewBeside) those named by seq in seqs (get.lua's beside, ascending)
+// from the newest events read beside the script.
+func withBeside(events []EventRecord, seqs any, newest *redis.ZSliceCmd) ([]EventRecord, error) {
+	want, ok := seqs.([]any)
+	if !ok {
+		return nil, fmt.Errorf("get script: beside: want a list, got %T", seqs)
+	}
+	if len(want) == 0 {
+		return events, nil
+	}
+	if err := newest.Err(); err != nil {
+		return nil, fmt.Errorf("get the newest events: %w", err)
+	}
+	zs := newest.Val()
+	i := 0
+	for _, w := range want {
+		seq, ok := w.(int64)
+		if !ok {
+			return nil, fmt.Errorf("get script: beside: want seqs, got %T", w)
+		}
+		for ; ; i++ {
+			if i == len(zs) {
+				return nil, fmt.Errorf("get script: event %d is not among the newest %d", seq, len(zs))
+			}
+			member, ok := zs[i].Member.(string)
+			if !ok {
+				return nil, fmt.Errorf("event member: want a string, got %T", zs[i].Member)
+			}
+			r, err := parseRecord(member, zs[i].Score)
+			if err != nil {
+				return nil, err
+			}
+			if r.Seq == seq {
+				events = append(events, r)
+				i++
+				break
+			}
+		}
+	}
+	return events, nil
 }
 
 // WindowOf is the window of a (GetArgs.After, then NumRecent) of evs, a

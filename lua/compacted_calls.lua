@@ -30,5 +30,5 @@ index_calls(undo, ids, function(ref)
     want[q] = t
   end
 end)
-local out, older = index_fetch(events, want, {}, tonumber(meta[2]))
+local out, older = index_fetch(events, want, tonumber(meta[2]))
 return {0, out, older}

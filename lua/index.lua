@@ -230,26 +230,32 @@ local function index_calls(undo, ids, add)
   end
 end
 
--- index_fetch returns, in seq order, the events of want (seq -> ts) that Redis holds (member, score, ...; got:
--- seq -> member of those read already; the others by rank, the events zset holding seqs first to the last) and
--- the refs of the others (seq, ts, ...: older than the cached tail, in the database only).
-local function index_fetch(events, want, got, first)
+-- index_fetch returns, in seq order, the events of want (seq -> ts, or true for an event Redis holds) below seq
+-- from (nil: none above) that Redis holds (member, score, ...: by rank, a ZRANGE for each run of consecutive
+-- seqs, the events zset holding seqs first to the last), the refs of those older than the cached tail (seq, ts,
+-- ...: in the database only), and the seqs from from on (the caller reads those beside the script).
+local function index_fetch(events, want, first, from)
   local seqs = seqs_of(want)
   table.sort(seqs)
-  local out, older = {}, {}
-  for j = 1, #seqs do
+  local out, older, beside = {}, {}, {}
+  local j = 1
+  while j <= #seqs do
     local q = seqs[j]
-    local m = got[q]
-    if m then
-      out[#out + 1], out[#out + 2] = m, want[q]
+    if from and q >= from then
+      beside[#beside + 1] = q
     elseif q >= first then
-      local r = redis.call('ZRANGE', events, q - first, q - first, 'WITHSCORES')
-      if r[1] then
-        out[#out + 1], out[#out + 2] = r[1], r[2]
+      local last = q
+      while seqs[j + 1] == last + 1 and not (from and last + 1 >= from) do
+        j, last = j + 1, last + 1
+      end
+      local r = redis.call('ZRANGE', events, q - first, last - first, 'WITHSCORES')
+      for m = 1, #r do
+        out[#out + 1] = r[m]
       end
     else
       older[#older + 1], older[#older + 2] = int(q), want[q]
     end
+    j = j + 1
   end
-  return out, older
+  return out, older, beside
 end
