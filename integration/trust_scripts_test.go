@@ -380,6 +380,7 @@ func testBadScriptArguments(t *testing.T, url string) {
 			sessKeys(e.keys.Session("app", "u", "new").Session, k.Events, k.Temp, k.User, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs),
 			[]any{"0", "app", "u", "new", "1000", "u:new", "", "token", "", "0", "0", "-1", "0"}},
 		{"get: events mode neither 1 nor 0", lua.Get, sessKeys(k.Session, k.Events, k.Temp, k.User, k.Undo), []any{"", "1", "2"}},
+		{"get: newest events read beside not an integer", lua.Get, sessKeys(k.Session, k.Events, k.Temp, k.User, k.Undo), []any{"", "1", "1", "32x"}},
 		{"hydrate: staged seqs not ending at the revision", lua.Hydrate, hydrateKeys,
 			[]any{"1", "1", "1", "5", "60000", "0", "1", "0", "", "h"}},
 		{"hydrate: more events announced than staged", lua.Hydrate, hydrateKeys,
