@@ -228,3 +228,56 @@ func TestGetCompactedColdReadsByIndex(t *testing.T) {
 	t.Logf("compacted Get from the built index: %d rows from the database in %d statements", counter.Rows(), counter.Statements())
 	require.Zero(t, counter.Statements(), "the index's read asks the database nothing")
 }
+
+// TestCompactedViewBesideTheScript: a compacted view's events among the
+// session's newest 32 are read by ZRANGE beside get.lua, the older ones by
+// the script (docs/design.md, "Reads"). For views whose events reach from
+// below that boundary to above it, or lie all on one side (tails of 10, 30,
+// 31, 32, 33 and 60 events after the last compaction, the first of them
+// answering a call the compaction covers, so the view also holds an event
+// far below the boundary), a warm Get{Compacted: true} returns exactly
+// CompactedView of the whole history, with and without the compaction
+// index (the whole history read: the index gone).
+func TestCompactedViewBesideTheScript(t *testing.T) {
+	t.Parallel()
+	const app, user, covered = "app", "u", 50
+	e := newWB(t, testenv.RedisURL(t), "", func(c *service.Config) { c.DisableIndexBuilds = true })
+	ctx := wbCtx(t)
+	for _, tail := range []int{10, 30, 31, 32, 33, 60} {
+		sid := fmt.Sprint("tail-", tail)
+		created, err := e.svc.Create(ctx, &service.CreateRequest{AppName: app, UserID: user, SessionID: sid})
+		require.NoError(t, err)
+		sess := created.Session
+		first := sess.LastUpdateTime()
+		add := func(inv, content string) {
+			t.Helper()
+			require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{InvocationID: inv, Author: "agent", Content: json.RawMessage(content)}))
+		}
+		add("inv-open", `{"role":"model","parts":[{"functionCall":{"id":"open","name":"f","args":{"x":1}}}]}`)
+		for i := range covered {
+			add(fmt.Sprint("inv-", i/5), fmt.Sprintf(`{"role":"model","parts":[{"text":"covered %d"}]}`, i))
+		}
+		require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{InvocationID: "compaction", Author: "user",
+			Actions: service.EventActions{Compaction: json.RawMessage(fmt.Sprintf(
+				`{"startTimestamp":%s,"endTimestamp":%s,"compactedContent":{"role":"model","parts":[{"text":"summary"}]}}`,
+				epochSeconds(first), epochSeconds(sess.LastUpdateTime())))}}))
+		add("inv-tail", `{"role":"user","parts":[{"functionResponse":{"id":"open","name":"f","response":{"ok":true}}}]}`)
+		for i := range tail - 1 {
+			add("inv-tail", fmt.Sprintf(`{"role":"model","parts":[{"text":"tail %d"}]}`, i))
+		}
+		whole, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid})
+		require.NoError(t, err)
+		view := service.CompactedView(eventsOf(whole.Session))
+		require.Len(t, view, tail+2, "tail %d: the covered call, the compaction and the tail", tail)
+		want := eventsJSON(t, view)
+		got, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
+		require.NoError(t, err)
+		require.Equal(t, want, eventsJSON(t, eventsOf(got.Session)), "tail %d: the view from the index", tail)
+		k := e.sessionKeys(app, user, sid)
+		require.Equal(t, "1", e.rdb.HGet(ctx, k.Undo, "xok").Val(), "tail %d: the session has its index", tail)
+		require.NoError(t, e.rdb.HDel(ctx, k.Undo, "xok").Err())
+		got, err = e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
+		require.NoError(t, err)
+		require.Equal(t, want, eventsJSON(t, eventsOf(got.Session)), "tail %d: the view of the whole history", tail)
+	}
+}
