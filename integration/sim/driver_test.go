@@ -9,9 +9,12 @@ package sim
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -72,8 +75,11 @@ type driver struct {
 	// known.
 	revs   func(k sessKey) (int64, bool)
 	counts [len(opNames)]atomic.Int64
-	kindMu sync.Mutex
-	kinds  map[string]int // faults carried out, by kind and mode (each seed's summary)
+	// views: the compacted views read (Get{Compacted: true}) and, of those,
+	// compared with CompactedView of a whole read at the same revision.
+	views, viewsCompared atomic.Int64
+	kindMu               sync.Mutex
+	kinds                map[string]int // faults carried out, by kind and mode (each seed's summary)
 }
 
 // count records a fault carried out (a kind and its mode).
@@ -423,6 +429,67 @@ func (c *client) get(o *op) {
 		return
 	}
 	c.fetch(o, sl, o.NumRecent, o.AfterMode, o.TempMode)
+	if o.Pick%3 == 0 {
+		c.compacted(o, sl)
+	}
+}
+
+// compacted reads sl's session as a compacted view (Get{Compacted: true},
+// from Redis's compaction index, the whole history when Redis holds none,
+// or a cold read) and holds it to CompactedView of a whole read right after
+// it, from the same process, when the two saw the same session (its last
+// update time and state unchanged: nothing appended, rewound or lost in
+// between). The whole read is held to the model by fetch's checks.
+func (c *client) compacted(o *op, sl *slot) {
+	k := sl.key
+	ctx, cancel := opCtx()
+	defer cancel()
+	svc := c.d.e.svcs[o.Svc]
+	req := service.GetRequest{AppName: k.App, UserID: k.User, SessionID: k.SID, Compacted: true}
+	resp, err := svc.Get(ctx, &req)
+	switch {
+	case c.faultErr(o, err), errors.Is(err, service.ErrNotFound):
+		return
+	case err != nil:
+		c.failf(o, "compacted get: %v", err)
+		return
+	}
+	c.d.views.Add(1)
+	view := resp.Session
+	req.Compacted = false
+	if resp, err = svc.Get(ctx, &req); err != nil {
+		if !c.faultErr(o, err) && !errors.Is(err, service.ErrNotFound) {
+			c.failf(o, "get after a compacted get: %v", err)
+		}
+		return
+	}
+	whole := resp.Session
+	if !view.LastUpdateTime().Equal(whole.LastUpdateTime()) || !reflect.DeepEqual(stateOf(view), stateOf(whole)) {
+		c.log("compacted: the session changed between the two reads")
+		return
+	}
+	c.d.viewsCompared.Add(1)
+	want, got := eventForms(service.CompactedView(eventsOf(whole))), eventForms(eventsOf(view))
+	if !slices.Equal(want, got) {
+		c.d.dump(k)
+		c.failf(o, "compacted get: %d events, CompactedView of the whole read (%d events) has %d:\n got  %s\n want %s",
+			len(got), whole.Events().Len(), len(want), strings.Join(got, "\n      "), strings.Join(want, "\n      "))
+		return
+	}
+	c.log("compacted: %d of %d events, as CompactedView of the whole read", len(got), whole.Events().Len())
+}
+
+// eventForms is each event's API form.
+func eventForms(events []*service.Event) []string {
+	out := make([]string, len(events))
+	for i, ev := range events {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		out[i] = string(b)
+	}
+	return out
 }
 
 // fetch runs a Get and checks it against the model; a live session becomes

@@ -157,6 +157,9 @@ func runSeed(t *testing.T, srv *servers, m mode, seed int64, steps int) (int64, 
 	if n := d.dbDup.Load(); n > 0 {
 		counts = append(counts, fmt.Sprintf("known-dup-from-db=%d", n))
 	}
+	if n := d.views.Load(); n > 0 {
+		counts = append(counts, fmt.Sprintf("compacted-views=%d (compared=%d)", n, d.viewsCompared.Load()))
+	}
 	var kinds []string
 	for k, n := range d.kinds {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
