@@ -479,11 +479,20 @@ func (c *client) compacted(o *op, sl *slot) {
 	c.log("compacted: %d of %d events, as CompactedView of the whole read", len(got), whole.Events().Len())
 }
 
-// eventForms is each event's API form.
+// eventForms is each event's API form as jsonEqual compares contents: its
+// objects' members in key order (a cold read's come back from jsonb, which
+// orders them its own way), numbers as float64 and inline data in base64's
+// standard alphabet (normBytes: a cold read's come back URL-safe).
 func eventForms(events []*service.Event) []string {
 	out := make([]string, len(events))
 	for i, ev := range events {
 		b, err := json.Marshal(ev)
+		if err == nil {
+			var v any
+			if err = json.Unmarshal(b, &v); err == nil {
+				b, err = json.Marshal(normBytes(v))
+			}
+		}
 		if err != nil {
 			b = []byte(err.Error())
 		}
