@@ -622,11 +622,8 @@ func TestFlushedMarkOnOlderCopy(t *testing.T) {
 // lost the keys of events the database holds).
 func TestBatchReadAcrossOlderCopy(t *testing.T) {
 	t.Parallel()
-	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	e, f, k, sess := flushedByHand(t)
 	ctx := wbCtx(t)
-	f := e.svc.NewFlusher(nil)
-	k := sessKey{"app", "u", "s"}
-	sess := e.create(e.svc, k.app, k.user, k.sid, nil)
 	for j := 1; j <= 6; j++ {
 		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
 	}
@@ -659,6 +656,14 @@ func TestBatchReadAcrossOlderCopy(t *testing.T) {
 		require.Equal(t, float64(j), st[fmt.Sprint("own-e", j)], "session key of e%d, whose event the database holds", j)
 	}
 	require.Equal(t, float64(11), st["last"])
+}
+
+// flushedByHand is an environment whose flusher runs only when the test
+// drains it, with session app/u/s created.
+func flushedByHand(t *testing.T) (*wbEnv, *service.Flusher, sessKey, *service.Session) {
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	k := sessKey{"app", "u", "s"}
+	return e, e.svc.NewFlusher(nil), k, e.create(e.svc, k.app, k.user, k.sid, nil)
 }
 
 // copyAfterTwo creates session k with e1 and e2 flushed and takes a copy of
@@ -1326,4 +1331,44 @@ func TestLostEventUserWriteKept(t *testing.T) {
 			e.requireUserState("app", "u", want)
 		})
 	}
+}
+
+// TestRetryAppStepOnOlderCopy: an event with an app: key is appended and
+// flushed, Redis forgets the ids of the app changes it applied (a FLUSHALL)
+// and comes back with an older copy of the session that holds the event
+// but not the flush (its m:fl below the event's seq), and the event is sent
+// again (a retry whose first reply was lost). The copy answers a duplicate
+// it calls unflushed; the database holds the event, and the flusher applied
+// its app: change when it wrote it. The retry must not apply the change
+// again: that puts back the app value a later acknowledged event wrote over
+// (simulation seed 837321819649: app:user:c0.z read "{x}:y" of #36 after
+// #40's "v49557").
+func TestRetryAppStepOnOlderCopy(t *testing.T) {
+	t.Parallel()
+	e, f, k, sess := flushedByHand(t)
+	ctx := wbCtx(t)
+	first := func() *service.Event {
+		return &service.Event{ID: "e1", InvocationID: "inv-1", Author: "model",
+			Actions: service.EventActions{StateDelta: map[string]any{"app:k": "old", "own": 1}}}
+	}
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, first()))
+	sk := e.sessionKeys(k.app, k.user, k.sid)
+	keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp}
+	old := e.dumpKeys(keys...) // e1 in it, not flushed
+	require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{ID: "e2", InvocationID: "inv-2", Author: "model",
+		Actions: service.EventActions{StateDelta: map[string]any{"app:k": "new"}}}))
+	drain(t, f)
+	require.Equal(t, "new", readDB(t, e.db).Apps[k.app]["k"])
+
+	e.wipeNamespace()
+	e.restoreKeys(old, keys...)
+	require.Contains(t, []string{"", "0"}, e.hash(sk.Session)["m:fl"], "the copy holds e1 as unflushed")
+
+	again := first()
+	require.NoError(t, e.svc.AppendTo(ctx, &service.AppendToRequest{AppName: k.app, UserID: k.user, SessionID: k.sid, Event: again}),
+		"the retry is acknowledged")
+	other := e.create(e.svc, k.app, "v", "o", nil)
+	require.Equal(t, "new", stateMap(other)["app:k"], "the app value of the later event")
+	drain(t, f)
+	require.Equal(t, "new", readDB(t, e.db).Apps[k.app]["k"])
 }

@@ -167,6 +167,16 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			inc = a.Incarnation // looked up in the database
 		}
 		flushed := dup.Stored == nil || dup.Flushed
+		if !flushed && len(a.Delta.App) > 0 && s.db != nil {
+			// Redis may hold an older copy of the session, whose flushed
+			// mark is behind what the database holds, and the ids of the
+			// changes applied may be gone with Redis: an event the database
+			// holds was flushed, its change applied then.
+			var err error
+			if flushed, err = s.dbHoldsEvent(ctx, a); err != nil {
+				return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
+			}
+		}
 		if err := s.finishApp(ctx, &a, inc, flushed); err != nil {
 			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
 		}
@@ -232,6 +242,17 @@ func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error
 		return err
 	}
 	return &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}, Flushed: true}
+}
+
+// dbHoldsEvent tells whether the database holds an event with a's id in
+// a's session (whatever its content: one it holds under a reused id is the
+// database's, and the copy's is a conflict the flush dead-letters).
+func (s *Service) dbHoldsEvent(ctx context.Context, a cache.AppendArgs) (bool, error) {
+	_, err := s.db.LoadEvent(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, a.EventID)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // appendedBefore answers an append whose event id the session holds: the
