@@ -37,6 +37,14 @@ func (d *driver) expectConflict(k sessKey, id string) {
 	d.conflicts[k][id] = true
 }
 
+// conflicted: an event of k is expected to be dead-lettered as a conflict
+// (expectConflict), not yet taken by a checkpoint.
+func (d *driver) conflicted(k sessKey) bool {
+	d.conflictMu.Lock()
+	defer d.conflictMu.Unlock()
+	return len(d.conflicts[k]) > 0
+}
+
 // takeConflicts, after a complete flush, drops the dead letters of the
 // conflicts expected (expectConflict: an event stored under an id the
 // database holds for another, which the database keeps) and fails on any

@@ -366,6 +366,7 @@ func (c *client) storedOverDB(o *op, k sessKey, h *handle, sent, ev *service.Eve
 		// this one too): the flush keeps the database's and dead-letters
 		// this one (a conflict).
 		c.d.expectConflict(k, ev.ID)
+		h.conflicted = true
 	}
 	c.log("known (kept): %s, held by the database, stored again by Redis's older copy at %d", ev.ID, e.Ts)
 }
@@ -585,7 +586,7 @@ func (c *client) adoptAppend(o *op, sl *slot, h *handle, sent *service.Event, id
 		// handle was taken as stale at #352).
 		h.rev = int64(len(s.View)) + 1
 	}
-	if sl.shared || h.s == nil || s.Behind || wasCopy {
+	if sl.shared || h.s == nil || s.Behind || wasCopy || h.conflicted {
 		return
 	}
 	want := d.m.session(k).state()

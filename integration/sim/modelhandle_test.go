@@ -271,3 +271,43 @@ func TestModelHandleOfCopyStale(t *testing.T) {
 		require.NotEqual(t, outcomeNames[outStale], outcomeNames[p.want], "a handle of the database's session")
 	}
 }
+
+// TestModelHandleSawConflict: a handle read from Redis's older copy while
+// the copy holds an event the flush dead-letters (another event under the
+// id of the database's e5, stored through another handle) has that event's
+// delta in its state, and lacks e5's. Once the copy is gone, its revision
+// and last event can be the stored ones (its appends moved after the
+// database's events), so the service lets it append: its state is not
+// checked (standalone single seed 923431865797, #338: "session state of the
+// handle after the append").
+func TestModelHandleSawConflict(t *testing.T) {
+	k := sessKey{App: "a", User: "u", SID: "s"}
+	d, c := modelClient(k)
+	d.m.created(k, 1, nil)
+	for i := range 5 {
+		d.m.appended(k, &mEvent{ID: fmt.Sprintf("e%d", i+1), Inv: "inv", Ts: int64(10 + i), Delta: map[string]any{"k": i + 1}},
+			nil, nil, nil, time.Now())
+	}
+	d.m.flushed()
+	d.m.copyBehind(k, 4) // Redis's copy lacks e5
+
+	reuse := &service.Event{ID: "e5", InvocationID: "inv-other", Author: "user"}
+	other := &handle{s: &service.Session{}, inc: 1, rev: 4}
+	c.storedOverDB(&op{IDMode: idReuse}, k, other, reuse, &service.Event{ID: "e5", Timestamp: time.UnixMicro(100).UTC()})
+	require.True(t, other.conflicted)
+
+	s := d.m.session(k)
+	h := d.readHandle(k, s, &service.Session{}, [][]*mEvent{s.View}) // its state: not the database's
+	require.True(t, h.conflicted)
+	for i, ts := range []int64{101, 102, 103} { // one while the copy is Redis's, two after it is gone
+		if i == 1 {
+			d.m.allCopiesGone()
+		}
+		id := fmt.Sprint("n", i)
+		sent := &service.Event{ID: id, InvocationID: "inv", Author: "user", Timestamp: time.UnixMicro(ts).UTC()}
+		c.adoptAppend(&op{}, c.slots[0], h, sent, id, ts, time.Now(), true)
+		require.Empty(t, d.failed, "append %s", id)
+	}
+	fresh := d.readHandle(k, d.m.session(k), &service.Session{}, [][]*mEvent{d.m.session(k).Events})
+	require.False(t, fresh.conflicted, "read from the database's session")
+}
