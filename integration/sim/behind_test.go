@@ -464,6 +464,8 @@ func (m *Model) lostState(k sessKey, s *mSession, gone []*mEvent) {
 		}
 		if e.Ts > s.updateTime() {
 			s.LostUT = append(s.LostUT, e.Ts)
+		} else {
+			s.IndexLow = true
 		}
 	}
 }

@@ -1048,10 +1048,7 @@ func (c *client) checkList(app, user string, listed []*service.Session) []string
 			if c.me() >= 0 && !c.owns(k) {
 				continue
 			}
-			if ms := d.m.session(k); ms != nil && ms.Behind {
-				// Redis's older copy answers its own update time; the
-				// user index (not part of the copy) orders it by the
-				// database's (docs/simulation.md, kept behaviours).
+			if d.m.indexedElsewhere(k) {
 				continue
 			}
 			if lu := s.LastUpdateTime().UnixMicro(); lu > last {
