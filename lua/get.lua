@@ -85,7 +85,8 @@ local function compacted_events(events, undo, first, from)
       add(ref)
       take(tonumber(e), nil)
     end
-    local n = tonumber(x[4]) or 0
+    -- always: the seqs of the events every view reads, among them every event with a scope (index.lua)
+    local n, always = tonumber(x[4]) or 0, {}
     if n > 0 then
       local f = {}
       for j = 1, n do
@@ -94,6 +95,7 @@ local function compacted_events(events, undo, first, from)
       local refs = hmget_chunked(undo, f)
       for j = 1, #refs do
         add(refs[j])
+        always[j] = index_seq(refs[j])
       end
     end
     if x[1] then
@@ -119,25 +121,25 @@ local function compacted_events(events, undo, first, from)
       take(lo, nil)
     end
     -- One HMGET reads what the index keeps of each event read: the response ids it answers (xp) and, with a
-    -- frontier list, its scope (xs).
+    -- frontier list, the scopes of those every view reads (xs: an event with a scope is one of them).
     local seqs, f = seqs_of(want), {}
     for j = 1, #seqs do
-      local q = int(seqs[j])
-      f[j] = 'xp' .. q
-      if x[1] then
-        f[#seqs + j] = 'xs' .. q
-      end
+      f[j] = 'xp' .. int(seqs[j])
+    end
+    local scoped = x[1] and always or {}
+    for j = 1, #scoped do
+      f[#seqs + j] = 'xs' .. scoped[j]
     end
     local got = hmget_chunked(undo, f)
     local answers = {}
     for j = 1, #seqs do
       answers[j] = got[j]
     end
-    if x[1] then
+    if #scoped > 0 then
       -- Each scope's first call with arguments (a scoped agent's first turn comes from it), and the response
       -- ids it answers.
       local more = {}
-      for j = 1, #seqs do
+      for j = 1, #scoped do
         local o = got[#seqs + j] and redis.call('HGET', undo, 'xo' .. got[#seqs + j])
         if o then
           local q = tonumber(index_seq(o))

@@ -11,7 +11,7 @@
 --   xH          ref of the head of the frontier list (absent: empty)
 --   xc<seq>     "<start µs> <end µs> <ref of the next member or 0>": a plain compaction in the frontier list
 --   xA, xa<n>   the number of events every compacted view reads, and the nth of them (rewinds, the first event
---               of the invocation each one rewinds, compactions that cover nothing, events with a scope)
+--               of the invocation each one rewinds, compactions that cover nothing, every event with a scope)
 --   xi<inv>     "<ref of the invocation's first event> <the frontier head before it, or 0>"
 --   xo<id>      ref of the first event with a call of id that has arguments
 --   xC<id>, xR<id>  the refs (space-separated) of the events calling / answering id
@@ -169,8 +169,8 @@ local function index_event(undo, seqs, tss, inv, x, first)
     end
     return -- a rewind is no compaction ADK reads
   end
-  if x.n then
-    index_always(undo, ref)
+  if x.n or x.s then
+    index_always(undo, ref) -- every event with a scope: get.lua reads the scopes (xs) of these only
   end
   if x.k then
     local s, e = x.k[1], x.k[2]
