@@ -118,6 +118,15 @@ func (e *env) takeOverHeld(master, replica string) error {
 	m.Kill(e.t)
 	r.Start(e.t) // from its AOF: what it had applied when it was held
 	deadline := time.Now().Add(time.Minute)
+	// The held replica comes back with the epochs of when it was held; a
+	// takeover from there can take a config epoch another master has (one
+	// elected meanwhile), and the collision's rule hands the epoch bump to
+	// the lower node id, which can be the old master once it is back: it
+	// then won its slots back (seeds 53175492429 and 345361015657). So the
+	// takeover waits until the replica has the cluster's current epoch.
+	if err := e.waitEpoch(replica, deadline); err != nil {
+		return err
+	}
 	for {
 		// Asked again until it is a master (an election of its own, after
 		// the others found the master failed, would do too).
@@ -145,6 +154,42 @@ func (e *env) takeOverHeld(master, replica string) error {
 	}
 	e.cluster.WaitHealthy(e.t, time.Until(deadline))
 	return e.waitRedis(time.Until(deadline))
+}
+
+// waitEpoch waits until the node at addr has learnt the cluster's current
+// epoch: its own is at least every running node's.
+func (e *env) waitEpoch(addr string, deadline time.Time) error {
+	for {
+		mine, err := currentEpoch(addr)
+		ok := err == nil
+		for _, n := range e.cluster.Nodes {
+			if ok && n.Running() && n.Addr != addr {
+				theirs, err := currentEpoch(n.Addr)
+				ok = err == nil && mine >= theirs
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not learn the cluster's current epoch (%v)", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// currentEpoch is cluster_current_epoch of the node at addr (CLUSTER INFO).
+func currentEpoch(addr string) (int64, error) {
+	info, err := testenv.RespDo(addr, "CLUSTER", "INFO")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_current_epoch:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("CLUSTER INFO of %s: no cluster_current_epoch", addr)
 }
 
 // waitMaster waits until the node at addr calls itself a master with slots
