@@ -622,7 +622,7 @@ func TestFlushedMarkOnOlderCopy(t *testing.T) {
 // lost the keys of events the database holds).
 func TestBatchReadAcrossOlderCopy(t *testing.T) {
 	t.Parallel()
-	e, f, k, sess := flushedByHand(t)
+	e, f, k, sess := flushedByHand(t, nil)
 	ctx := wbCtx(t)
 	for j := 1; j <= 6; j++ {
 		behindEvent(t, e.svc, sess, fmt.Sprint("e", j), j)
@@ -658,10 +658,16 @@ func TestBatchReadAcrossOlderCopy(t *testing.T) {
 	require.Equal(t, float64(11), st["last"])
 }
 
-// flushedByHand is an environment whose flusher runs only when the test
-// drains it, with session app/u/s created.
-func flushedByHand(t *testing.T) (*wbEnv, *service.Flusher, sessKey, *service.Session) {
-	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+// flushedByHand is an environment (its Config tweaked, when tweak is not
+// nil) whose flusher runs only when the test drains it, with session app/u/s
+// created.
+func flushedByHand(t *testing.T, tweak func(*service.Config)) (*wbEnv, *service.Flusher, sessKey, *service.Session) {
+	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) {
+		c.DisableFlusher = true
+		if tweak != nil {
+			tweak(c)
+		}
+	})
 	k := sessKey{"app", "u", "s"}
 	return e, e.svc.NewFlusher(nil), k, e.create(e.svc, k.app, k.user, k.sid, nil)
 }
@@ -1345,30 +1351,49 @@ func TestLostEventUserWriteKept(t *testing.T) {
 // #40's "v49557").
 func TestRetryAppStepOnOlderCopy(t *testing.T) {
 	t.Parallel()
-	e, f, k, sess := flushedByHand(t)
-	ctx := wbCtx(t)
-	first := func() *service.Event {
-		return &service.Event{ID: "e1", InvocationID: "inv-1", Author: "model",
-			Actions: service.EventActions{StateDelta: map[string]any{"app:k": "old", "own": 1}}}
+	for _, c := range []struct {
+		name   string
+		tweak  func(*service.Config)
+		handle bool
+	}{
+		{"AppendTo", nil, false},
+		{"Handle", nil, true},
+		{"HandleConcurrentAppends", concurrentAppends, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e, f, k, sess := flushedByHand(t, c.tweak)
+			ctx := wbCtx(t)
+			first := func() *service.Event {
+				return &service.Event{ID: "e1", InvocationID: "inv-1", Author: "model",
+					Actions: service.EventActions{StateDelta: map[string]any{"app:k": "old", "own": 1}}}
+			}
+			require.NoError(t, e.svc.AppendEvent(ctx, sess, first()))
+			sk := e.sessionKeys(k.app, k.user, k.sid)
+			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp}
+			old := e.dumpKeys(keys...) // e1 in it, not flushed
+			require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{ID: "e2", InvocationID: "inv-2", Author: "model",
+				Actions: service.EventActions{StateDelta: map[string]any{"app:k": "new"}}}))
+			drain(t, f)
+			require.Equal(t, "new", readDB(t, e.db).Apps[k.app]["k"])
+
+			e.wipeNamespace()
+			e.restoreKeys(old, keys...)
+			require.Contains(t, []string{"", "0"}, e.hash(sk.Session)["m:fl"], "the copy holds e1 as unflushed")
+
+			if c.handle {
+				read, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+				require.NoError(t, err)
+				require.Equal(t, 1, read.Session.Events().Len(), "read from the copy")
+				require.NoError(t, e.svc.AppendEvent(ctx, read.Session, first()), "the retry is acknowledged")
+			} else {
+				require.NoError(t, e.svc.AppendTo(ctx, &service.AppendToRequest{AppName: k.app, UserID: k.user, SessionID: k.sid,
+					Event: first()}), "the retry is acknowledged")
+			}
+			other := e.create(e.svc, k.app, "v", "o", nil)
+			require.Equal(t, "new", stateMap(other)["app:k"], "the app value of the later event")
+			drain(t, f)
+			require.Equal(t, "new", readDB(t, e.db).Apps[k.app]["k"])
+		})
 	}
-	require.NoError(t, e.svc.AppendEvent(ctx, sess, first()))
-	sk := e.sessionKeys(k.app, k.user, k.sid)
-	keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp}
-	old := e.dumpKeys(keys...) // e1 in it, not flushed
-	require.NoError(t, e.svc.AppendEvent(ctx, sess, &service.Event{ID: "e2", InvocationID: "inv-2", Author: "model",
-		Actions: service.EventActions{StateDelta: map[string]any{"app:k": "new"}}}))
-	drain(t, f)
-	require.Equal(t, "new", readDB(t, e.db).Apps[k.app]["k"])
-
-	e.wipeNamespace()
-	e.restoreKeys(old, keys...)
-	require.Contains(t, []string{"", "0"}, e.hash(sk.Session)["m:fl"], "the copy holds e1 as unflushed")
-
-	again := first()
-	require.NoError(t, e.svc.AppendTo(ctx, &service.AppendToRequest{AppName: k.app, UserID: k.user, SessionID: k.sid, Event: again}),
-		"the retry is acknowledged")
-	other := e.create(e.svc, k.app, "v", "o", nil)
-	require.Equal(t, "new", stateMap(other)["app:k"], "the app value of the later event")
-	drain(t, f)
-	require.Equal(t, "new", readDB(t, e.db).Apps[k.app]["k"])
 }
