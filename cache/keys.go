@@ -111,16 +111,19 @@ func (k Keys) Shards() int { return k.shards }
 
 // Shard is the shard of a user: FNV-1a of app, NUL, user, modulo the shard count.
 func (k Keys) Shard(app, user string) int {
-	const offset, prime = 2166136261, 16777619 // FNV-1a, 32 bits (hash/fnv's New32a, without its allocations)
-	h := uint32(offset)
-	for i := 0; i < len(app); i++ {
-		h = (h ^ uint32(app[i])) * prime
+	h := fnv1a(fnvOffset, app) * fnvPrime // the NUL: h ^ 0 == h
+	return int(fnv1a(h, user) % uint32(k.shards))
+}
+
+// FNV-1a, 32 bits (hash/fnv's New32a, without its allocations).
+const fnvOffset, fnvPrime = 2166136261, 16777619
+
+// fnv1a goes on from the FNV-1a hash h with the bytes of s.
+func fnv1a(h uint32, s string) uint32 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * fnvPrime
 	}
-	h *= prime // the NUL: h ^ 0 == h
-	for i := 0; i < len(user); i++ {
-		h = (h ^ uint32(user[i])) * prime
-	}
-	return int(h % uint32(k.shards))
+	return h
 }
 
 func (k Keys) tag(shard int) string {

@@ -318,7 +318,8 @@ type sessionRead struct {
 	events string // the events zset
 	after  string // the window's score bound ("": none)
 	window *redis.ZSliceCmd
-	beside *redis.ZSliceCmd // a compacted view's newest viewBeside events
+	beside int              // how many of the newest events a compacted view reads beside get.lua
+	newest *redis.ZSliceCmd // those events
 	app    *redis.MapStringStringCmd
 	// appRead brings the app hash read beside the MULTI in a cluster, where
 	// it has a slot of its own (on one server it is in the MULTI: app).
@@ -337,7 +338,8 @@ func (s *Store) newSessionRead(ctx context.Context, a GetArgs) (*sessionRead, er
 		args: []any{a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)},
 	}
 	if a.Compacted {
-		g.args = append(g.args, viewBeside)
+		g.beside = s.besideCount(k.Events)
+		g.args = append(g.args, g.beside)
 	}
 	if a.After >= 0 {
 		// Stored timestamps are below 2^53 µs (the scripts refuse others).
@@ -358,7 +360,7 @@ func (g *sessionRead) queue(ctx context.Context, pipe redis.Pipeliner, window bo
 		g.window = pipe.ZRangeArgsWithScores(ctx, windowRange(g.events, g.after, g.a.NumRecent))
 	}
 	if g.a.Compacted {
-		g.beside = pipe.ZRangeWithScores(ctx, g.events, -viewBeside, -1)
+		g.newest = pipe.ZRangeWithScores(ctx, g.events, int64(-g.beside), -1)
 	}
 	if g.appRead == nil {
 		g.app = pipe.HGetAll(ctx, g.s.keys.App(g.a.App).State)
@@ -398,9 +400,10 @@ func (g *sessionRead) snapshot(script *redis.Cmd, err error, events []EventRecor
 		snap.Events = events
 	}
 	if g.a.Compacted {
-		if snap.Events, err = withBeside(snap.Events, v[8], g.beside); err != nil {
+		if snap.Events, err = withBeside(snap.Events, v[8], g.newest); err != nil {
 			return nil, err
 		}
+		g.s.besideUsed(g.events, snap.Events, snap.Rev)
 	}
 	if snap.Indexed = v[5].(int64) == 1; snap.Indexed {
 		if snap.Older, err = eventRefs(v[6]); err != nil {
@@ -424,6 +427,41 @@ func (g *sessionRead) snapshot(script *redis.Cmd, err error, events []EventRecor
 // A view whose events all are among them (its last compaction's range
 // ends fewer than viewBeside events before the newest) passes none.
 const viewBeside = 32
+
+// besideHintSlots is the size of Store.besideHints; besideSlack the events a
+// session may take between two compacted views of it.
+const (
+	besideHintSlots = 4096
+	besideSlack     = 4
+)
+
+// besideCount is how many of the newest events of a session (its events
+// key) a compacted view reads beside get.lua: as many as the last view of
+// it used, and besideSlack more, up to viewBeside; viewBeside when no view
+// of it is remembered. A wrong hint (another session's in the same slot)
+// costs time only: what the view needs beyond the count passes through the
+// script.
+func (s *Store) besideCount(events string) int {
+	if h := int(s.besideHints[hintSlot(events)].Load()); h > 0 {
+		return min(viewBeside, h+besideSlack)
+	}
+	return viewBeside
+}
+
+// besideUsed remembers how many newest events a view of a session used:
+// the run of consecutive seqs that ends at rev among evs (ascending).
+func (s *Store) besideUsed(events string, evs []EventRecord, rev int64) {
+	n := 0
+	for i := len(evs) - 1; i >= 0 && evs[i].Seq == rev-int64(n); i-- {
+		n++
+	}
+	s.besideHints[hintSlot(events)].Store(int32(max(n, 1)))
+}
+
+// hintSlot is the slot of a key in Store.besideHints: FNV-1a of it.
+func hintSlot(key string) int {
+	return int(fnv1a(fnvOffset, key) % besideHintSlots)
+}
 
 // withBeside appends to events (get.lua's, older than the newest
 // viewBeside) those named by seq in seqs (get.lua's beside, ascending)

@@ -28,6 +28,9 @@ type Store struct {
 	commit           *committer // group commit of the write scripts
 	// bare: the server cannot compile the scripts' shebang lines (see LoadScripts).
 	bare atomic.Bool
+	// besideHints: how many newest events the last compacted view of a
+	// session used, by a hash of its events key (besideCount).
+	besideHints [besideHintSlots]atomic.Int32
 }
 
 // Options configure a Store.

@@ -230,14 +230,16 @@ func TestGetCompactedColdReadsByIndex(t *testing.T) {
 }
 
 // TestCompactedViewBesideTheScript: a compacted view's events among the
-// session's newest 32 are read by ZRANGE beside get.lua, the older ones by
-// the script (docs/design.md, "Reads"). For views whose events reach from
-// below that boundary to above it, or lie all on one side (tails of 10, 30,
-// 31, 32, 33 and 60 events after the last compaction, the first of them
-// answering a call the compaction covers, so the view also holds an event
-// far below the boundary), a warm Get{Compacted: true} returns exactly
-// CompactedView of the whole history, with and without the compaction
-// index (the whole history read: the index gone).
+// session's newest 32 (or as many as its last view used, and a few more)
+// are read by ZRANGE beside get.lua, the older ones by the script
+// (docs/design.md, "Reads"). For views whose events reach from below that
+// boundary to above it, or lie all on one side (tails of 10, 30, 31, 32, 33
+// and 60 events after the last compaction, the first of them answering a
+// call the compaction covers, so the view also holds an event far below the
+// boundary; then each tail grown by 9 events, past what the last view
+// used), a warm Get{Compacted: true} returns exactly CompactedView of the
+// whole history, with and without the compaction index (the whole history
+// read: the index gone).
 func TestCompactedViewBesideTheScript(t *testing.T) {
 	t.Parallel()
 	const app, user, covered = "app", "u", 50
@@ -265,19 +267,30 @@ func TestCompactedViewBesideTheScript(t *testing.T) {
 		for i := range tail - 1 {
 			add("inv-tail", fmt.Sprintf(`{"role":"model","parts":[{"text":"tail %d"}]}`, i))
 		}
-		whole, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid})
-		require.NoError(t, err)
-		view := service.CompactedView(eventsOf(whole.Session))
-		require.Len(t, view, tail+2, "tail %d: the covered call, the compaction and the tail", tail)
-		want := eventsJSON(t, view)
-		got, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
-		require.NoError(t, err)
-		require.Equal(t, want, eventsJSON(t, eventsOf(got.Session)), "tail %d: the view from the index", tail)
+		// check holds a compacted Get to CompactedView of a whole read
+		// (n events long).
+		check := func(n int, what string) {
+			t.Helper()
+			whole, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid})
+			require.NoError(t, err)
+			view := service.CompactedView(eventsOf(whole.Session))
+			require.Len(t, view, n, "tail %d: the covered call, the compaction and the tail", tail)
+			got, err := e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
+			require.NoError(t, err)
+			require.Equal(t, eventsJSON(t, view), eventsJSON(t, eventsOf(got.Session)), "tail %d: %s", tail, what)
+		}
+		check(tail+2, "the view from the index")
 		k := e.sessionKeys(app, user, sid)
 		require.Equal(t, "1", e.rdb.HGet(ctx, k.Undo, "xok").Val(), "tail %d: the session has its index", tail)
+		// The next view reads as many newest events beside the script as
+		// the last one used and a few more (cache.besideCount): a tail grown
+		// past that passes its older part through the script.
+		for i := range 9 {
+			add("inv-tail", fmt.Sprintf(`{"role":"model","parts":[{"text":"grown %d"}]}`, i))
+		}
+		check(tail+11, "the view from the index, the tail grown by 9")
+		check(tail+11, "the same view again")
 		require.NoError(t, e.rdb.HDel(ctx, k.Undo, "xok").Err())
-		got, err = e.svc.Get(ctx, &service.GetRequest{AppName: app, UserID: user, SessionID: sid, Compacted: true})
-		require.NoError(t, err)
-		require.Equal(t, want, eventsJSON(t, eventsOf(got.Session)), "tail %d: the view of the whole history", tail)
+		check(tail+11, "the view of the whole history")
 	}
 }
