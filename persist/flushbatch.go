@@ -148,6 +148,25 @@ func copiedEvent(g *sessionChanges, c cache.Change, inc, seq int64) bool {
 	return false
 }
 
+// entryOf is the change-log entry of the event read at seq with id: the
+// append at that seq that names id. An older copy in Redis may have
+// numbered its own event over one logged before at the same seq, so the
+// seq alone can name another event's entry (simulation seed 547085383959:
+// the copy's event took the position of the first entry of the batch, the
+// lost event's it numbered over, and a rebased user took its write before
+// the writes logged before it). ok is false when the batch holds no entry
+// naming id: the event was logged after the batch read the log, or logged
+// without its id, which the log carries for every event with user: or app:
+// keys, the only ones whose place among the batch's writes matters.
+func entryOf(g *sessionChanges, seq int64, id string) (c cache.Change, ok bool) {
+	for _, cc := range g.changes {
+		if cc.Kind == base.ChangeAppend && cc.Seq == seq && id != "" && cc.EventID == id {
+			return cc, true
+		}
+	}
+	return c, false
+}
+
 func changeOf(g *sessionChanges, seq, ts int64) cache.Change {
 	for _, c := range g.changes {
 		if c.Kind == base.ChangeAppend && (c.Seq == seq || (seq < 0 && c.Ts == ts)) {
@@ -382,8 +401,14 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 			sb.deadLetter(changeOf(g, e.Seq, e.Ts), cache.DeadEvent, err.Error(), map[string]any{"seq": e.Seq, "event": e.JSON})
 			continue
 		}
-		c := changeOf(g, e.Seq, e.Ts)
-		row.LogPos, row.Copied = sb.logPos[c.ID], copiedEvent(g, c, ref.Incarnation, e.Seq)
+		c, logged := entryOf(g, e.Seq, row.ID)
+		row.LogPos = len(sb.logPos) // logged after the batch read the log: after every entry it holds
+		if logged {
+			row.LogPos = sb.logPos[c.ID]
+		} else {
+			c = changeOf(g, e.Seq, e.Ts)
+		}
+		row.Copied = copiedEvent(g, c, ref.Incarnation, e.Seq)
 		up.Events = append(up.Events, row)
 		sb.events[g.key][e.Seq] = e.JSON
 	}
