@@ -1207,7 +1207,9 @@ func (e *wbEnv) evictAndWrite(m *manualFlusher, a *service.Session, userKey stri
 // one the row held, and its user: key lost).
 func TestRebasedUserMarksLost(t *testing.T) {
 	t.Parallel()
-	e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
+	// A private Redis: the test wipes it (the shared servers refuse FLUSHALL).
+	srv := testenv.StartRedis(t)
+	e := newWB(t, srv.URL, testenv.FreshDatabase(t), func(c *service.Config) { c.DisableFlusher = true })
 	m := newManualFlusher(t, e)
 	ctx := wbCtx(t)
 	k := sessKey{"app", "u", "a"}

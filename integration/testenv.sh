@@ -7,6 +7,7 @@
 #
 # It starts throwaway servers, all bound to 127.0.0.1 on free ports, with their data and logs in one temp dir:
 #   - a standalone redis-server                      (no persistence: --save "" --appendonly no)
+#     (the shared servers refuse FLUSHALL and FLUSHDB: wiping one would wipe every test's data)
 #   - a Redis Cluster of 3 masters + 3 replicas      (cluster-node-timeout 2000 ms)
 #   - a PostgreSQL 15 cluster (initdb -A trust, fsync/synchronous_commit/full_page_writes off) with database
 #     "adksession"
@@ -320,8 +321,12 @@ launch_redis() { # INDEX: start node INDEX on a fresh free port
     cluster_args=(--cluster-enabled yes --cluster-config-file "$TMP/nodes-$port.conf" --cluster-node-timeout 2000
       --repl-diskless-sync-delay 0)
   fi
+  # The shared servers refuse FLUSHALL and FLUSHDB: a test that wipes a Redis wipes every other test's data
+  # with it (one did: another test's acknowledged appends vanished before their flush). Such a test starts
+  # its own server (testenv.StartRedis).
   "$REDIS_SERVER" --bind 127.0.0.1 --port "$port" --save "" --appendonly no --daemonize no --dir "$dir" \
-    --logfile "$logf" --pidfile "$TMP/redis-$port.pid" --enable-debug-command yes "${cluster_args[@]}" \
+    --logfile "$logf" --pidfile "$TMP/redis-$port.pid" --enable-debug-command yes \
+    --rename-command FLUSHALL "" --rename-command FLUSHDB "" "${cluster_args[@]}" \
     </dev/null >>"$logf" 2>&1 &
   R_PORT[i]=$port
   R_PID[i]=$!
