@@ -741,6 +741,105 @@ func TestRetryBehindTheHandle(t *testing.T) {
 	}
 }
 
+// TestRetryFromDatabaseAtCopysTime: Redis comes back with an older copy of
+// the session whose older events are in the database only (m:first above 1),
+// and the copy stores another event, y, at the database's very time of e3
+// (both stamped before e2, so both are moved to e2's time + 1 µs). A retry of
+// e3 through a handle read from the copy before y is answered with the
+// database's e3 (append.lua has the id looked up there: {-9}). The copy
+// does not hold e3: the handle must not be brought along by it. Before, the
+// service took the copy's event at e3's time for e3 (a match by time alone):
+// the handle moved to seq 3 with e3 in it, a view of a history no store
+// held, and the next append through it was stored without the handle ever
+// seeing y (simulation seed 26955116001, #470 and #480).
+func TestRetryFromDatabaseAtCopysTime(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		tweak func(*service.Config)
+	}{{"Handle", nil}, {"HandleConcurrentAppends", concurrentAppends}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// The test flushes by hand: a background pass could let go of
+			// the copy (a rebasing flush) before the retry, which then meets
+			// the database's e3 in Redis.
+			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), func(cfg *service.Config) {
+				cfg.DisableFlusher = true
+				cfg.MaxCachedEvents = 1 // a flushed copy keeps its newest event only: m:first above 1
+				if c.tweak != nil {
+					c.tweak(cfg)
+				}
+			})
+			f := newManualFlusher(t, e)
+			ctx := wbCtx(t)
+			k := sessKey{"app", "u", "s"}
+			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
+			behindEvent(t, e.svc, sess, "e1", 1)
+			behindEvent(t, e.svc, sess, "e2", 2)
+			f.drain()
+			sk := e.sessionKeys(k.app, k.user, k.sid)
+			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
+			old := e.dumpKeys(keys...)
+			require.Equal(t, "2", e.hash(sk.Session)["m:first"], "the copy holds e2 only")
+			atE2PlusOne := func(id string, j int) *service.Event {
+				ev := behindEv(id, j)
+				ev.Timestamp = time.UnixMicro(1).UTC() // stored at the previous event's time + 1 µs
+				return ev
+			}
+			require.NoError(t, e.svc.AppendEvent(ctx, sess, atE2PlusOne("e3", 3)))
+			f.drain()
+			e.restoreKeys(old, keys...) // Redis comes back with e2 cached, e1 in the database only
+
+			read, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+			require.NoError(t, err)
+			h := read.Session
+			require.Equal(t, []string{"e1", "e2"}, handleEventIDs(h), "the copy's history (e1 from the database)")
+			y := atE2PlusOne("y", 3)
+			require.NoError(t, e.svc.AppendTo(ctx, &service.AppendToRequest{AppName: k.app, UserID: k.user, SessionID: k.sid, Event: y}))
+			require.Equal(t, "3", e.hash(sk.Session)["m:rev"], "the copy stored y as seq 3")
+			require.Equal(t, ev3Time(t, e, k), y.Timestamp.UnixMicro(), "at the database's time for e3")
+
+			retry := atE2PlusOne("e3", 3)
+			require.NoError(t, e.svc.AppendEvent(ctx, h, retry), "the retry is acknowledged")
+			require.Equal(t, y.Timestamp, retry.Timestamp, "with the database's time for e3")
+			require.Equal(t, []string{"e1", "e2"}, handleEventIDs(h), "the handle is not brought along by the copy's y")
+
+			next := behindEv("next", 4)
+			err = e.svc.AppendEvent(ctx, h, next)
+			if c.tweak == nil {
+				require.ErrorIs(t, err, service.ErrStaleSession, "the handle missed y")
+				return
+			}
+			require.NoError(t, err)
+			got, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
+			require.NoError(t, err)
+			require.Equal(t, []string{"e1", "e2", "y", "next"}, handleEventIDs(got.Session), "Redis's copy")
+			require.Equal(t, handleEventIDs(got.Session), handleEventIDs(h), "the handle caught up with the copy it appended to")
+		})
+	}
+}
+
+// handleEventIDs is the ids of a handle's events, in order.
+func handleEventIDs(s *service.Session) []string {
+	var ids []string
+	for ev := range s.Events().All() {
+		ids = append(ids, ev.ID)
+	}
+	return ids
+}
+
+// ev3Time is the database's time (µs) of session k's e3.
+func ev3Time(t *testing.T, e *wbEnv, k sessKey) int64 {
+	t.Helper()
+	for _, r := range readDB(t, e.db).Events[k] {
+		if r.ID == "e3" {
+			return r.US
+		}
+	}
+	t.Fatalf("the database holds no e3 of %v", k)
+	return 0
+}
+
 // TestStoredAgainOnOlderCopy: Redis comes back holding an older copy of
 // the session that lacks the database's last event e3, and e3's id is sent
 // again through a handle read from that copy (no sign that Redis is behind:

@@ -296,7 +296,9 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 		if snap, err = s.readMissed(ctx, sess, ev, lastTs); err != nil {
 			return err
 		}
-		seq = seqAt(snap.Events, rec.Ts)
+		if seq, err = seqOf(snap.Events, rec.Ts, sent.ID); err != nil {
+			return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.SID), err)
+		}
 	}
 	switch {
 	case seq > 0 && rev == seq-1:
@@ -311,14 +313,25 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 	return nil
 }
 
-// seqAt is the seq of the event stored at ts among evs, 0 when none is.
-func seqAt(evs []cache.EventRecord, ts int64) int64 {
-	for _, e := range evs {
-		if e.Ts == ts {
-			return e.Seq
+// seqOf is the seq of the event with id stored at ts among evs, 0 when
+// none is. The time alone does not name it: an older copy of the session
+// that Redis came back with may hold another event at the database's time
+// of this one (each stamped the previous event's time + 1 µs), and a
+// handle must not be brought along by an event Redis does not hold.
+func seqOf(evs []cache.EventRecord, ts int64, id string) (int64, error) {
+	for _, r := range evs {
+		if r.Ts != ts {
+			continue
+		}
+		var e Event
+		if err := unmarshalEvent([]byte(r.JSON), &e, nil); err != nil {
+			return 0, fmt.Errorf("stored event %d: %w", r.Seq, err)
+		}
+		if e.ID == id {
+			return r.Seq, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // readMissed reads the session's events after lastTs (the handle's last
