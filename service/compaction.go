@@ -112,7 +112,8 @@ func pythonView(events []*Event, keep []bool) {
 	visible := markRewinds(events, keep)
 	keepScopeOrigins(events, keep)
 
-	kept := frontier(plainCompactions(events, visible, keep))
+	comps := pythonCompactions(events)
+	kept := frontier(plainCompactions(events, comps, visible, keep))
 	for _, r := range kept {
 		keep[r.seq] = true
 	}
@@ -123,30 +124,40 @@ func pythonView(events []*Event, keep []bool) {
 		if !visible[i] || keep[i] {
 			continue
 		}
-		if _, ok := pythonCompaction(e); ok {
+		if comps[i] != nil {
 			continue
 		}
 		if _, scoped := isolationScope(e); scoped || !covered(kept, e.Timestamp.UnixMicro()) {
 			keep[i] = true
 		}
 	}
-	keepCallsOfResponses(events, visible, keep)
+	keepCallsOfResponses(events, comps, visible, keep)
+}
+
+// pythonCompactions is pythonCompaction of each of events, read once: nil
+// for an event that has none.
+func pythonCompactions(events []*Event) []*compactionRange {
+	out := make([]*compactionRange, len(events))
+	for i, e := range events {
+		if r, ok := pythonCompaction(e); ok {
+			r.seq = i
+			out[i] = new(compactionRange)
+			*out[i] = r // r itself stays on the stack: one allocation per compaction only
+		}
+	}
+	return out
 }
 
 // plainCompactions returns the visible compactions that cover: the plain
 // ones (no branch, no scope, a content ADK's filter keeps). It marks the
 // others in keep: they are kept and cover nothing.
-func plainCompactions(events []*Event, visible, keep []bool) []compactionRange {
+func plainCompactions(events []*Event, comps []*compactionRange, visible, keep []bool) []compactionRange {
 	var plain []compactionRange
 	for i, e := range events {
-		if !visible[i] {
+		if !visible[i] || comps[i] == nil {
 			continue
 		}
-		r, ok := pythonCompaction(e)
-		if !ok {
-			continue
-		}
-		r.seq = i
+		r := *comps[i]
 		if _, scoped := isolationScope(e); scoped || e.Branch != "" || droppedByContent(e) {
 			keep[i] = true
 			continue
@@ -210,7 +221,7 @@ func keepScopeOrigins(events []*Event, keep []bool) {
 // visible event, every visible event that calls it, and for every call of
 // those, every visible event that answers it: what
 // _recover_compacted_function_calls may put back, under any filter.
-func keepCallsOfResponses(events []*Event, visible, keep []bool) {
+func keepCallsOfResponses(events []*Event, comps []*compactionRange, visible, keep []bool) {
 	// Each event's parts are read once, and only as far as needed: the
 	// common view answers no call, and then only the kept events are read.
 	parts := make([][]contentPart, len(events))
@@ -224,9 +235,9 @@ func keepCallsOfResponses(events []*Event, visible, keep []bool) {
 	// Every kept event's responses (a compaction's: its compacted content's),
 	// a superset of what the model gets: the more calls kept, the same.
 	var answered []string
-	for i, e := range events {
+	for i := range events {
 		if visible[i] && keep[i] {
-			if r, ok := pythonCompaction(e); ok {
+			if r := comps[i]; r != nil {
 				answered = appendResponseIDs(answered, r.content)
 			} else {
 				answered = appendPartResponseIDs(answered, partsOf(i))
@@ -415,9 +426,15 @@ func isJSCompacted(e *Event) bool {
 
 // isolationScope is e's isolationScope; ok is false when it has none (ADK's
 // None).
-func isolationScope(e *Event) (scope string, ok bool) {
+func isolationScope(e *Event) (string, bool) {
 	v := e.Extra["isolationScope"]
-	if isNull(v) || json.Unmarshal(v, &scope) != nil {
+	if isNull(v) {
+		return "", false
+	}
+	// scope escapes to json.Unmarshal: declared here, it is allocated only
+	// for an event that has a scope, not on every call.
+	var scope string
+	if json.Unmarshal(v, &scope) != nil {
 		return "", false
 	}
 	return scope, true

@@ -171,7 +171,7 @@ func (w *viewWalk) run(ctx context.Context, tail []cache.EventRecord) (whole boo
 		visible := markRewinds(w.events, make([]bool, len(w.events)))
 		var lo time.Time
 		var end int64
-		for i, r := range frontier(plainCompactions(w.events, visible, make([]bool, len(w.events)))) {
+		for i, r := range frontier(plainCompactions(w.events, pythonCompactions(w.events), visible, make([]bool, len(w.events)))) {
 			if i == 0 || r.start > end {
 				gap(lo, time.UnixMicro(r.start))
 			}
