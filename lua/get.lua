@@ -42,7 +42,7 @@ local k = ARGV[4] and argv_int(4, 0, MAX_INT) or 0
 -- below the tail whose events are read too (lo, hi, ...: lo < ts < hi, lo "-inf" for no bound), and the seqs of
 -- the events from seq from on, which the caller reads beside the script. The caller recovers the calls of the
 -- responses of what it reads in those ranges (compacted_calls.lua).
-local function compacted_events(events, undo, first, from)
+local function compacted_events(events, undo, first, cnt, from)
   local x = redis.call('HMGET', undo, 'xh', 'xj', 'xH', 'xA', 'xt')
   -- Events are at or after the first one's time: a range without a lower bound starts just before it, so one
   -- that ends there (a compaction from the session's start) reads nothing from Redis or the database.
@@ -57,9 +57,19 @@ local function compacted_events(events, undo, first, from)
   -- are read by index_fetch, or beside the script.
   local want = {}
   local function take(lo, hi)
-    lo = lo or oldest
-    local at = first + (lo and redis.call('ZCOUNT', events, '-inf', int(lo)) or 0)
-    local n = redis.call('ZCOUNT', events, lo and '(' .. int(lo) or '-inf', hi and '(' .. int(hi) or '+inf')
+    -- No event is at or before oldest; without an upper bound the count is what the lower one leaves of cnt.
+    local at = first
+    if lo then
+      at = first + redis.call('ZCOUNT', events, '-inf', int(lo))
+    else
+      lo = oldest
+    end
+    local n
+    if hi then
+      n = redis.call('ZCOUNT', events, lo and '(' .. int(lo) or '-inf', '(' .. int(hi))
+    else
+      n = cnt - (at - first)
+    end
     for q = at, at + n - 1 do
       want[q] = want[q] or true
     end
@@ -120,12 +130,11 @@ local function compacted_events(events, undo, first, from)
       end
       take(lo, nil)
     end
-    -- One HMGET reads what the index keeps of each event read: the response ids it answers (xp) and, with a
-    -- frontier list, the scopes of those every view reads (xs: an event with a scope is one of them).
-    local seqs, f = seqs_of(want), {}
-    for j = 1, #seqs do
-      f[j] = 'xp' .. int(seqs[j])
-    end
+    -- One HMGET reads what the index keeps of the events read: the response ids of those that answer calls (xp,
+    -- of the events their buckets xP mark: most answer none) and, with a frontier list, the scopes of those every
+    -- view reads (xs: an event with a scope is one of them).
+    local seqs = index_answering(undo, seqs_of(want))
+    local f = fields_of('xp', seqs)
     local scoped = x[1] and always or {}
     for j = 1, #scoped do
       f[#seqs + j] = 'xs' .. scoped[j]
@@ -157,9 +166,11 @@ local function compacted_events(events, undo, first, from)
     -- The calls of every response read, and the answers to those calls.
     local ids = {}
     for j = 1, #answers do
-      local v = index_values(answers[j])
-      for m = 1, #v do
-        ids[#ids + 1] = v[m]
+      if answers[j] then -- most events answer no call: no call of index_values
+        local v = index_values(answers[j])
+        for m = 1, #v do
+          ids[#ids + 1] = v[m]
+        end
       end
     end
     index_calls(undo, ids, add)
@@ -189,7 +200,7 @@ if compacted then
   local first, cnt = tonumber(meta[4]), tonumber(meta[2])
   local from = math.max(first, first + cnt - k)
   if redis.call('HEXISTS', undo, 'xok') == 1 then
-    ev, older, beside, ranges = compacted_events(events, undo, first, from)
+    ev, older, beside, ranges = compacted_events(events, undo, first, cnt, from)
     indexed = 1
   else
     -- No index: the view is taken of the whole history.

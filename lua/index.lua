@@ -16,6 +16,9 @@
 --   xo<id>      ref of the first event with a call of id that has arguments
 --   xC<id>, xR<id>  the refs (space-separated) of the events calling / answering id
 --   xq<seq>, xp<seq>  an event's call ids, and the response ids it answers, as entries (c, p) of its index entry
+--   xP<n>       the events of seqs 32n to 32n + 31 that answer calls (have xp), as the bits of an integer (bit
+--               seq - 32n): a view reads the xp of those only, one field a bucket; a field a hash lacks costs
+--               its lookup, and in a small hash (a listpack) a lookup scans every field
 --   xS<scope>, xs<seq>  ref of the first event with the scope; that event's scope
 --   xh          ref of the first event with actions.compaction
 --   xj          "<ref> <endTime µs or nothing>" of the last ADK JS compacted event
@@ -108,6 +111,40 @@ local function index_member(undo, ref)
   return s + 0, e + 0, l
 end
 
+-- index_answers marks the event of seqs (a string) in its bucket xP<n> as one that answers calls. It reads the
+-- bucket first, so marking an event twice (a build started again) changes nothing.
+local function index_answers(undo, seqs)
+  local q = tonumber(seqs)
+  local f, bit = 'xP' .. int(math.floor(q / 32)), 2 ^ (q % 32)
+  local v = tonumber(redis.call('HGET', undo, f)) or 0
+  if math.floor(v / bit) % 2 == 0 then
+    redis.call('HSET', undo, f, int(v + bit))
+  end
+end
+
+-- index_answering returns those of seqs (numbers) whose events answer calls, as their buckets xP<n> mark them
+-- (one HMGET, a field a bucket), in the order of seqs.
+local function index_answering(undo, seqs)
+  local at, fields = {}, {}
+  for j = 1, #seqs do
+    local b = math.floor(seqs[j] / 32)
+    if not at[b] then
+      fields[#fields + 1] = 'xP' .. int(b)
+      at[b] = #fields
+    end
+  end
+  local masks = hmget_chunked(undo, fields)
+  local out = {}
+  for j = 1, #seqs do
+    local q = seqs[j]
+    local m = tonumber(masks[at[math.floor(q / 32)]])
+    if m and math.floor(m / 2 ^ (q % 32)) % 2 == 1 then
+      out[#out + 1] = q
+    end
+  end
+  return out
+end
+
 -- index_event adds the stored event seqs (at tss, of invocation inv; first: the first of that invocation after
 -- another's, m:tinv ~= inv) to the compaction index; x is its index entry as index_read returns it.
 -- Compactions form a persistent list of the frontier (the compactions no other subsumes, ADK's rule: a range
@@ -147,6 +184,7 @@ local function index_event(undo, seqs, tss, inv, x, first)
   end
   if #x.ps > 0 then
     redis.call('HSET', undo, 'xp' .. seqs, table.concat(x.ps))
+    index_answers(undo, seqs)
   end
   if x.j then
     redis.call('HSET', undo, 'xj', ref .. ' ' .. x.j)
