@@ -85,11 +85,7 @@ func (e *wbEnv) requireBehindGet(k sessKey, n int) *service.Session {
 	e.t.Helper()
 	got, err := e.svc.Get(wbCtx(e.t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
 	require.NoError(e.t, err)
-	var evs []string
-	for ev := range got.Session.Events().All() {
-		evs = append(evs, ev.ID)
-	}
-	require.Equal(e.t, eventIDsUpTo(n, 1), evs)
+	require.Equal(e.t, eventIDsUpTo(n, 1), handleEventIDs(got.Session))
 	st := stateMap(got.Session)
 	require.Equal(e.t, float64(n), st["last"])
 	require.Equal(e.t, float64(n), st["user:last"])
@@ -673,13 +669,17 @@ func flushedByHand(t *testing.T, tweak func(*service.Config)) (*wbEnv, *service.
 }
 
 // copyAfterTwo creates session k with e1 and e2 flushed and takes a copy of
-// its keys and its user's hash; restore puts that copy back.
-func (e *wbEnv) copyAfterTwo(t *testing.T, k sessKey) (sess *service.Session, sk cache.SessionKeys, restore func()) {
+// its keys and its user's hash; restore puts that copy back. flush flushes
+// (nil: e.flush, through the service's flusher).
+func (e *wbEnv) copyAfterTwo(t *testing.T, k sessKey, flush func()) (sess *service.Session, sk cache.SessionKeys, restore func()) {
 	e.t.Helper()
+	if flush == nil {
+		flush = func() { e.flush(e.svc) }
+	}
 	sess = e.create(e.svc, k.app, k.user, k.sid, nil)
 	behindEvent(t, e.svc, sess, "e1", 1)
 	behindEvent(t, e.svc, sess, "e2", 2)
-	e.flush(e.svc)
+	flush()
 	sk = e.sessionKeys(k.app, k.user, k.sid)
 	keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
 	old := e.dumpKeys(keys...)
@@ -709,7 +709,7 @@ func TestRetryBehindTheHandle(t *testing.T) {
 			t.Parallel()
 			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), c.tweak)
 			k := sessKey{"app", "u", "s"}
-			sess, sk, restore := e.copyAfterTwo(t, k)
+			sess, sk, restore := e.copyAfterTwo(t, k, nil)
 			behindEvent(t, e.svc, sess, "e3", 3)
 			// The handle of the retry: it has e3 and missed the reply to e4.
 			read, err := e.svc.Get(wbCtx(t), &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
@@ -773,13 +773,7 @@ func TestRetryFromDatabaseAtCopysTime(t *testing.T) {
 			f := newManualFlusher(t, e)
 			ctx := wbCtx(t)
 			k := sessKey{"app", "u", "s"}
-			sess := e.create(e.svc, k.app, k.user, k.sid, nil)
-			behindEvent(t, e.svc, sess, "e1", 1)
-			behindEvent(t, e.svc, sess, "e2", 2)
-			f.drain()
-			sk := e.sessionKeys(k.app, k.user, k.sid)
-			keys := []string{sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp, sk.User}
-			old := e.dumpKeys(keys...)
+			sess, sk, restore := e.copyAfterTwo(t, k, f.drain)
 			require.Equal(t, "2", e.hash(sk.Session)["m:first"], "the copy holds e2 only")
 			atE2PlusOne := func(id string, j int) *service.Event {
 				ev := behindEv(id, j)
@@ -788,7 +782,7 @@ func TestRetryFromDatabaseAtCopysTime(t *testing.T) {
 			}
 			require.NoError(t, e.svc.AppendEvent(ctx, sess, atE2PlusOne("e3", 3)))
 			f.drain()
-			e.restoreKeys(old, keys...) // Redis comes back with e2 cached, e1 in the database only
+			restore() // Redis comes back with e2 cached, e1 in the database only
 
 			read, err := e.svc.Get(ctx, &service.GetRequest{AppName: k.app, UserID: k.user, SessionID: k.sid})
 			require.NoError(t, err)
@@ -882,7 +876,7 @@ func TestStoredAgainOnOlderCopy(t *testing.T) {
 			e := newWB(t, testenv.RedisURL(t), testenv.FreshDatabase(t), nil)
 			ctx := wbCtx(t)
 			k := sessKey{"app", "u", "s"}
-			sess, sk, restore := e.copyAfterTwo(t, k)
+			sess, sk, restore := e.copyAfterTwo(t, k, nil)
 			for j := 3; j <= c.n; j++ {
 				if c.sameTime {
 					ev := behindEv(fmt.Sprint("e", j), j)
