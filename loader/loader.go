@@ -12,6 +12,7 @@ package loader
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -23,11 +24,28 @@ import (
 	"github.com/adksession/adksession/persist"
 )
 
+// Database is what a Loader reads from the database: the read side of
+// *persist.Store, and nothing it writes. A cold read, a listing and an
+// older window ask it for rows and put what they read back into Redis.
+type Database interface {
+	LoadSessionEvents(ctx context.Context, key persist.SessionKey, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error)
+	LoadEvents(ctx context.Context, key persist.SessionKey, w persist.Window, beforeSeq int64) ([]persist.EventRow, error)
+	LoadEventsAt(ctx context.Context, key persist.SessionKey, at []time.Time, ranges []persist.TimeRange) ([]persist.EventRow, error)
+	LoadViewEvents(ctx context.Context, key persist.SessionKey, q persist.ViewQuery) ([]persist.EventRow, error)
+	LoadUserState(ctx context.Context, app, user string) (map[string]json.RawMessage, persist.StateVersion, error)
+	LoadAppState(ctx context.Context, app string) (map[string]json.RawMessage, int64, error)
+	ListSessions(ctx context.Context, app string, after persist.SessionKey, limit int) (*persist.Listing, error)
+	ReadSessions(ctx context.Context, app string, keys []persist.SessionKey) (*persist.Listing, error)
+	SessionTimes(ctx context.Context, app, user string) ([]persist.SessionTime, error)
+}
+
+var _ Database = (*persist.Store)(nil)
+
 // Options configure a Loader.
 type Options struct {
-	DB              *persist.Store // nil: Redis only
-	CacheTTL        time.Duration  // TTL of rehydrated (fully flushed) keys (service.Config.CacheTTL)
-	MaxCachedEvents int            // events put back per session (service.Config.MaxCachedEvents)
+	DB              Database      // nil: Redis only
+	CacheTTL        time.Duration // TTL of rehydrated (fully flushed) keys (service.Config.CacheTTL)
+	MaxCachedEvents int           // events put back per session (service.Config.MaxCachedEvents)
 	// Decode, when not nil, decodes events for the reader (service's
 	// decodeEvents): a cold read runs it on the events it answers while it
 	// puts them back, and hands its result on in Snapshot.Decoded.

@@ -3,8 +3,10 @@ package loader
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,15 +25,25 @@ import (
 
 // newMiniCache returns a Store over a fresh miniredis, its scripts loaded.
 func newMiniCache(t *testing.T, durable bool) *cache.Store {
+	s, _ := newMiniRedis(t, durable)
+	return s
+}
+
+// newMiniRedis is newMiniCache with the client of its miniredis.
+func newMiniRedis(t *testing.T, durable bool) (*cache.Store, *redis.Client) {
 	t.Helper()
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
+	s := cache.NewStore(rdb, cache.Options{Keys: miniKeys(t), Durable: durable})
+	require.NoError(t, s.LoadScripts(context.Background()))
+	return s, rdb
+}
+
+func miniKeys(t *testing.T) cache.Keys {
 	keys, err := cache.NewKeys("unit:", 8)
 	require.NoError(t, err)
-	s := cache.NewStore(rdb, cache.Options{Keys: keys, Durable: durable})
-	require.NoError(t, s.LoadScripts(context.Background()))
-	return s
+	return keys
 }
 
 func TestGetRedisOnly(t *testing.T) {
@@ -180,4 +192,79 @@ func TestRunRecovers(t *testing.T) {
 	err = l.Run(ctx, "a", "u", "nowhere", func() error { calls++; return cache.ErrNotCached })
 	require.EqualError(t, err, "adksession: not found: session nowhere of app a, user u")
 	require.Equal(t, 1, calls)
+}
+
+// movingDB is the database of coldDB whose reads of a session or of a
+// user's state each let a flush land while they run: the first moves of
+// each kind move the read's guard, as a flusher's pass does. reads counts
+// the reads of each kind.
+type movingDB struct {
+	Database
+	t     *testing.T
+	rdb   *redis.Client
+	moves int
+	mu    sync.Mutex // the session's read and the user's run at once
+	reads map[string]int
+}
+
+func (d *movingDB) move(ctx context.Context, kind, app, user, sid string) error {
+	d.mu.Lock()
+	d.reads[kind]++
+	n := d.reads[kind]
+	d.mu.Unlock()
+	if n > d.moves {
+		return nil
+	}
+	keys := miniKeys(d.t)
+	return d.rdb.HIncrBy(ctx, keys.ShardKeys(keys.Shard(app, user)).Guards, cache.GuardField(app, user, sid), 1).Err()
+}
+
+func (d *movingDB) LoadSessionEvents(ctx context.Context, key persist.SessionKey, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error) {
+	s, err := d.Database.LoadSessionEvents(ctx, key, w, prepare)
+	if err == nil {
+		err = d.move(ctx, "session", key.AppName, key.UserID, key.SessionID)
+	}
+	return s, err
+}
+
+func (d *movingDB) LoadUserState(ctx context.Context, app, user string) (map[string]json.RawMessage, persist.StateVersion, error) {
+	st, v, err := d.Database.LoadUserState(ctx, app, user)
+	if err == nil {
+		err = d.move(ctx, "user", app, user, "")
+	}
+	return st, v, err
+}
+
+// TestColdReadAgainWhenGuardMoves: a cold read whose guard a flush moved
+// while it read the database puts nothing back and reads again (the
+// session's read and the user's state's each), up to maxGuardedReads
+// times; what it answers and leaves in Redis is the last read's.
+func TestColdReadAgainWhenGuardMoves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	get := cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1}
+
+	c, rdb := newMiniRedis(t, true)
+	db := &movingDB{Database: coldDB(t), t: t, rdb: rdb, moves: 2, reads: map[string]int{}}
+	snap, err := New(c, Options{DB: db, CacheTTL: time.Hour, MaxCachedEvents: 10}).Get(ctx, get)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"session": 3, "user": 3}, db.reads, "two reads outdated by a flush, then one that counts")
+	require.Equal(t, int64(2), snap.Rev)
+	require.Len(t, snap.Events, 2)
+	require.Equal(t, map[string]string{"x": `2`}, snap.User)
+	cached, err := c.Get(ctx, get)
+	require.NoError(t, err, "the third read is back in Redis")
+	require.Len(t, cached.Events, 2)
+	user, ok, err := c.UserState(ctx, "a", "u")
+	require.NoError(t, err)
+	require.True(t, ok, "the user's third read is back in Redis")
+	require.Equal(t, map[string]string{"x": `2`}, user)
+
+	c, rdb = newMiniRedis(t, true)
+	db = &movingDB{Database: coldDB(t), t: t, rdb: rdb, moves: maxGuardedReads, reads: map[string]int{}}
+	_, err = New(c, Options{DB: db, CacheTTL: time.Hour, MaxCachedEvents: 10}).Get(ctx, get)
+	require.ErrorIs(t, err, cache.ErrReadOutdated, "every read outdated")
+	require.Equal(t, maxGuardedReads, db.reads["session"], "the session's reads are bounded")
+	_, err = c.Get(ctx, get)
+	require.ErrorIs(t, err, cache.ErrNotCached, "no outdated read of the session was put back")
 }

@@ -93,8 +93,12 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	if err := s.cache.LoadScripts(ctx); err != nil {
 		return fail(err)
 	}
-	s.loader = loader.New(s.cache, loader.Options{DB: s.db, CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents,
-		Decode: func(recs []cache.EventRecord) (any, error) { return decodeEvents(recs) }})
+	lo := loader.Options{CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents,
+		Decode: func(recs []cache.EventRecord) (any, error) { return decodeEvents(recs) }}
+	if s.db != nil { // a nil *persist.Store in the interface would be a database
+		lo.DB = s.db
+	}
+	s.loader = loader.New(s.cache, lo)
 	if s.db != nil && !cfg.DisableFlusher {
 		s.flusher = s.newFlusher(cfg.Logger)
 		s.flusher.Start(ctx)
