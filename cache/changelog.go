@@ -17,14 +17,14 @@ import (
 // Change is one entry of a shard's change log, written by the script that
 // made the change.
 type Change struct {
-	ID             string // stream entry id
-	Kind           base.ChangeKind
-	App, User, SID string
-	Incarnation    int64
-	Seq, Ts        int64  // appends: the event's sequence number and timestamp µs
-	AppDelta       []Pair // the app: part of the delta (keys without "app:"), nil when none
-	AppOrder       int64  // its order number (Store.AppOrder); 0 when logged without one
-	EventID        string // appends with an app delta or user: keys: the event id
+	EntryID string // stream entry id
+	Kind    base.ChangeKind
+	base.SessionRef
+	Incarnation int64
+	Seq, Ts     int64  // appends: the event's sequence number and timestamp µs
+	AppDelta    []Pair // the app: part of the delta (keys without "app:"), nil when none
+	AppOrder    int64  // its order number (Store.AppOrder); 0 when logged without one
+	EventID     string // appends with an app delta or user: keys: the event id
 	// UserDelta is the user: part of a create's initial state or of an
 	// event's delta (keys without "user:"), nil when none: the flusher
 	// rebases a user Redis holds behind the database with it when the
@@ -49,14 +49,14 @@ const heldField = "h"
 // missing, a number that is not an integer) is returned with an error so
 // that the flusher can dead-letter it alone.
 func parseChange(m redis.XMessage) (Change, error) {
-	c := Change{ID: m.ID, Fields: m.Values}
+	c := Change{EntryID: m.ID, Fields: m.Values}
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	kind, ok := base.ParseChangeKind(str("k"))
 	if !ok {
 		return c, fmt.Errorf("change %s: unknown kind %q", m.ID, str("k"))
 	}
 	c.Kind = kind
-	c.App, c.User, c.SID = str("a"), str("u"), str("i")
+	c.App, c.User, c.ID = str("a"), str("u"), str("i")
 	c.EventID = str("e")
 	c.Held = str(heldField) == "1"
 	if x := str("x"); x != "" {
@@ -66,7 +66,7 @@ func parseChange(m redis.XMessage) (Change, error) {
 		}
 		c.Copied = n
 	}
-	if c.App == "" || c.User == "" || c.SID == "" {
+	if c.App == "" || c.User == "" || c.ID == "" {
 		return c, fmt.Errorf("change %s: missing session identity", m.ID)
 	}
 	// deltaField reads a delta field (a JSON object) into pairs.

@@ -56,7 +56,7 @@ func TestParseChange(t *testing.T) {
 			case c.err == "" && (ch.App != "app" || ch.Incarnation != 1700000000000000):
 				t.Fatalf("parseChange: %+v", ch)
 			}
-			if ch.ID != "1-0" || ch.Fields == nil {
+			if ch.EntryID != "1-0" || ch.Fields == nil {
 				t.Fatalf("the change keeps its id and fields for the dead letter: %+v", ch)
 			}
 		})

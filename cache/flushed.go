@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Flushed is what the flusher wrote of one session. Every write here works
 // when Redis is full (the scripts are allowed then): it is what makes memory
 // evictable again.
 type Flushed struct {
-	App, User, SID string
-	Incarnation    int64
+	base.SessionRef
+	Incarnation int64
 	// Seq is the last seq written; -1 when nothing of the session was (the
 	// database refused it: its keys keep no TTL).
 	Seq     int64
@@ -62,7 +64,7 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(done))
 		for i, d := range done {
-			k := s.keys.Session(d.App, d.User, d.SID)
+			k := s.keys.Session(d.App, d.User, d.ID)
 			seq, urev := "", ""
 			switch {
 			case d.Deleted:
@@ -82,8 +84,8 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			}
 			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
 				s.keys.ShardKeys(k.Shard).Guards, k.Temp},
-				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.SID),
-				GuardField(d.App, d.User, d.SID), GuardField(d.App, d.User, ""), rebased, d.Hold, d.EventID, d.UserFlush, updateTimeArg(d.UpdateTime), d.SID)
+				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.ID),
+				GuardField(d.App, d.User, d.ID), GuardField(d.App, d.User, ""), rebased, d.Hold, d.EventID, d.UserFlush, updateTimeArg(d.UpdateTime), d.ID)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err
@@ -134,11 +136,11 @@ type DeadLetter struct {
 func (d DeadLetter) record(now time.Time) string {
 	m := map[string]any{}
 	maps.Copy(m, d.Data)
-	maps.Copy(m, map[string]any{"id": d.Change.ID, "fields": d.Change.Fields, "unit": d.Unit, "reason": d.Reason,
+	maps.Copy(m, map[string]any{"id": d.Change.EntryID, "fields": d.Change.Fields, "unit": d.Unit, "reason": d.Reason,
 		"time": now.UTC().Format(time.RFC3339Nano)})
 	b, err := json.Marshal(m)
 	if err != nil {
-		b, _ = json.Marshal(map[string]any{"id": d.Change.ID, "unit": d.Unit, "reason": d.Reason + " (record: " + err.Error() + ")"})
+		b, _ = json.Marshal(map[string]any{"id": d.Change.EntryID, "unit": d.Unit, "reason": d.Reason + " (record: " + err.Error() + ")"})
 	}
 	return string(b)
 }
@@ -155,7 +157,7 @@ func (s *Store) Ack(ctx context.Context, shard int, ids []string, dead []DeadLet
 	args := make([]any, 0, 1+2*len(dead)+len(ids))
 	args = append(args, len(dead))
 	for _, d := range dead {
-		args = append(args, d.Change.ID, d.record(now))
+		args = append(args, d.Change.EntryID, d.record(now))
 	}
 	for _, id := range ids {
 		args = append(args, id)

@@ -14,9 +14,9 @@ import (
 
 // FlushRef names a session whose changes are being flushed, and what of it.
 type FlushRef struct {
-	App, User, SID string
-	Incarnation    int64
-	MinTs, MaxTs   int64 // timestamp range of the events to read (MinTs > MaxTs: none)
+	base.SessionRef
+	Incarnation  int64
+	MinTs, MaxTs int64 // timestamp range of the events to read (MinTs > MaxTs: none)
 	// Create: the batch holds this incarnation's create; read its
 	// create-time state.
 	Create bool
@@ -66,7 +66,7 @@ func (s *Store) ReadForFlush(ctx context.Context, refs []FlushRef) ([]FlushRead,
 		pipe := s.rdb.Pipeline()
 		read := map[string]*redis.Cmd{} // by user hash key
 		for i, r := range refs {
-			k := s.keys.Session(r.App, r.User, r.SID)
+			k := s.keys.Session(r.App, r.User, r.ID)
 			sess[i] = pipe.HGetAll(ctx, k.Session)
 			if users[i] = read[k.User]; users[i] == nil {
 				users[i] = eval(pipe, []string{k.User, s.keys.ShardKeys(k.Shard).Log}) // counted: state_read.lua
@@ -129,7 +129,7 @@ func readForFlush(r FlushRef, h, user map[string]string, evs *redis.ZSliceCmd, c
 	}
 	snap := &Snapshot{}
 	if err := snap.parse(flatH, user, []any{}, nil); err != nil {
-		out.Err = fmt.Errorf("%s: %w", base.SessionName(r.App, r.User, r.SID), err)
+		out.Err = fmt.Errorf("%s: %w", base.SessionName(r.App, r.User, r.ID), err)
 		return out
 	}
 	out.Snap = snap

@@ -72,7 +72,7 @@ func (s *Store) MoveGuards(ctx context.Context, refs []FenceRef) error {
 	pipe := s.rdb.Pipeline()
 	for _, r := range refs {
 		key := s.keys.ShardKeys(s.keys.Shard(r.App, r.User)).Guards
-		pipe.HIncrBy(ctx, key, GuardField(r.App, r.User, r.SID), 1)
+		pipe.HIncrBy(ctx, key, GuardField(r.App, r.User, r.ID), 1)
 		pipe.HIncrBy(ctx, key, GuardField(r.App, r.User, ""), 1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

@@ -13,7 +13,7 @@ import (
 
 // HydrateArgs is a session read from the database, to put back into Redis.
 type HydrateArgs struct {
-	App, User, SID                      string
+	base.SessionRef
 	Incarnation, CreateTime, UpdateTime int64 // µs
 	Rev                                 int64 // last seq; everything up to it is in the database
 	State                               []Pair
@@ -45,8 +45,8 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 // Hydrate did not write or the read did not answer the session (say, the
 // user's state is not cached): the caller reads it again (Get).
 func (s *Store) HydrateGet(ctx context.Context, h HydrateArgs, ttl time.Duration, a GetArgs) (wrote bool, snap *Snapshot, err error) {
-	if a.Compacted || a.App != h.App || a.User != h.User || a.SID != h.SID {
-		return false, nil, fmt.Errorf("hydrate %s: read another session's or a compacted view", base.SessionName(h.App, h.User, h.SID))
+	if a.Compacted || a.App != h.App || a.User != h.User || a.ID != h.ID {
+		return false, nil, fmt.Errorf("hydrate %s: read another session's or a compacted view", base.SessionName(h.App, h.User, h.ID))
 	}
 	g, err := s.newSessionRead(ctx, a)
 	if err != nil {
@@ -57,16 +57,16 @@ func (s *Store) HydrateGet(ctx context.Context, h HydrateArgs, ttl time.Duration
 
 // hydrate is Hydrate, followed by the read g (nil: none) in its MULTI.
 func (s *Store) hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration, g *sessionRead) (bool, *Snapshot, error) {
-	what := "hydrate " + base.SessionName(h.App, h.User, h.SID)
+	what := "hydrate " + base.SessionName(h.App, h.User, h.ID)
 	if err := checkHydrated(h.Events, h.Rev); err != nil {
 		return false, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	k := s.keys.Session(h.App, h.User, h.SID)
-	st := s.keys.Stage(h.App, h.User, h.SID)
+	k := s.keys.Session(h.App, h.User, h.ID)
+	st := s.keys.Stage(h.App, h.User, h.ID)
 	keys := []string{k.Session, k.Events, k.EventIDs, k.Undo, h.Guard.key, k.Temp, k.UserIndex, st.Events, st.EventIDs}
 	args := []any{h.Incarnation, h.CreateTime, h.UpdateTime, h.Rev, ttl.Milliseconds()}
 	args = appendPairs(args, h.State)
-	args = append(args, len(h.Events), h.Guard.field, h.Guard.value, h.SID)
+	args = append(args, len(h.Events), h.Guard.field, h.Guard.value, h.ID)
 	events, ids := stagedMembers(h.Events)
 	var read *redis.Cmd
 	cmd, _ := s.txScript(ctx, hydrateScript, keys, args, func(pipe redis.Pipeliner, call func()) {

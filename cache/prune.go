@@ -24,7 +24,7 @@ var (
 
 // FenceRef names a session to fence, with what the database holds of it.
 type FenceRef struct {
-	App, User, SID   string
+	base.SessionRef
 	Incarnation, Rev int64
 }
 
@@ -45,9 +45,9 @@ type Fence struct {
 func (s *Store) FenceSessions(ctx context.Context, token string, cutoff int64, ttl time.Duration, refs []FenceRef, dryRun bool) ([]Fence, error) {
 	cmds, err := s.pipelined(ctx, pruneFenceScript, len(refs), func(i int) ([]string, []any) {
 		r := refs[i]
-		k := s.keys.Session(r.App, r.User, r.SID)
+		k := s.keys.Session(r.App, r.User, r.ID)
 		return append([]string{k.Session, k.UserIndex, k.AppIndex}, k.Owned()...),
-			[]any{cutoff, r.Incarnation, r.Rev, ttl.Milliseconds(), token, r.SID, AppIndexMember(r.User, r.SID), boolArg(dryRun)}
+			[]any{cutoff, r.Incarnation, r.Rev, ttl.Milliseconds(), token, r.ID, AppIndexMember(r.User, r.ID), boolArg(dryRun)}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fence sessions: %w", err)
@@ -56,7 +56,7 @@ func (s *Store) FenceSessions(ctx context.Context, token string, cutoff int64, t
 	for i, c := range cmds {
 		v, err := c.Slice()
 		if err != nil || len(v) == 0 {
-			return nil, fmt.Errorf("fence %s: %v", base.SessionName(refs[i].App, refs[i].User, refs[i].SID), err)
+			return nil, fmt.Errorf("fence %s: %v", base.SessionName(refs[i].App, refs[i].User, refs[i].ID), err)
 		}
 		switch code, _ := v[0].(int64); code {
 		case 1, 2:
@@ -73,8 +73,8 @@ func (s *Store) FenceSessions(ctx context.Context, token string, cutoff int64, t
 // (prune_unfence.lua): they are read from the database again on next use.
 func (s *Store) UnfenceSessions(ctx context.Context, token string, refs []FenceRef) error {
 	_, err := s.pipelined(ctx, pruneUnfenceScript, len(refs), func(i int) ([]string, []any) {
-		k := s.keys.Session(refs[i].App, refs[i].User, refs[i].SID)
-		return []string{k.Session, k.UserIndex}, []any{token, refs[i].SID}
+		k := s.keys.Session(refs[i].App, refs[i].User, refs[i].ID)
+		return []string{k.Session, k.UserIndex}, []any{token, refs[i].ID}
 	})
 	if err != nil {
 		return fmt.Errorf("unfence sessions: %w", err)

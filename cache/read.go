@@ -281,10 +281,10 @@ const maxScore = 1<<53 - 1
 
 // GetArgs select what Get reads.
 type GetArgs struct {
-	App, User, SID string
-	After          int64 // keep events with timestamp >= After µs; < 0 = no bound
-	NumRecent      int   // keep the newest NumRecent of those; 0 = all
-	InvocationID   string
+	base.SessionRef
+	After        int64 // keep events with timestamp >= After µs; < 0 = no bound
+	NumRecent    int   // keep the newest NumRecent of those; 0 = all
+	InvocationID string
 	// Compacted reads the events of the compacted view instead of a window
 	// (After < 0, NumRecent 0): from the compaction index when Redis holds
 	// it and every event (Snapshot.Indexed), else every cached event.
@@ -330,9 +330,9 @@ type sessionRead struct {
 // hash's.
 func (s *Store) newSessionRead(ctx context.Context, a GetArgs) (*sessionRead, error) {
 	if a.NumRecent < 0 {
-		return nil, fmt.Errorf("get %s: NumRecent %d is negative", base.SessionName(a.App, a.User, a.SID), a.NumRecent)
+		return nil, fmt.Errorf("get %s: NumRecent %d is negative", base.SessionName(a.App, a.User, a.ID), a.NumRecent)
 	}
-	k := s.keys.Session(a.App, a.User, a.SID)
+	k := s.keys.Session(a.App, a.User, a.ID)
 	g := &sessionRead{s: s, a: a, events: k.Events,
 		keys: []string{k.Session, k.Events, k.Temp, k.User, k.Undo},
 		args: []any{a.InvocationID, boolArg(s.durable), boolArg(a.Compacted)},

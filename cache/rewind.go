@@ -31,11 +31,11 @@ type RewindDelta struct {
 
 // RewindArgs are the inputs of Rewind.
 type RewindArgs struct {
-	App, User, SID string
-	Before         string // the invocation to rewind before
-	InvocationID   string // of the rewind event
-	EventID        string // of the rewind event
-	Ts             int64  // µs
+	base.SessionRef
+	Before       string // the invocation to rewind before
+	InvocationID string // of the rewind event
+	EventID      string // of the rewind event
+	Ts           int64  // µs
 	// EventPre, EventMid and EventTail are the rewind event's JSON around
 	// its timestamp and its deltas: EventPre ends with `"timestamp":`,
 	// EventMid follows the timestamp's value and ends with `"stateDelta":`,
@@ -57,8 +57,8 @@ type RewindResult struct {
 // a.Before (see rewind.lua). Errors: ErrNotCached, ErrDeleted, ErrIncomplete,
 // ErrInvocationNotFound, *UndoIncompleteError, base.ErrStaleSession (only with Computed).
 func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
-	k := s.keys.Session(a.App, a.User, a.SID)
-	args := append(s.changeArgs(a.App, a.User, a.SID, 8), a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, a.EventID)
+	k := s.keys.Session(a.App, a.User, a.ID)
+	args := append(s.changeArgs(a.App, a.User, a.ID, 8), a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, a.EventID)
 	if a.Computed == nil {
 		args = append(args, "")
 	} else {

@@ -131,8 +131,8 @@ func boolArg(b bool) string {
 
 // CreateArgs are the inputs of Create.
 type CreateArgs struct {
-	App, User, SID string
-	CreateTime     int64 // µs; also the incarnation of the id
+	base.SessionRef
+	CreateTime int64 // µs; also the incarnation of the id
 	// Token names this create call ("": none): if Redis runs the script twice (the
 	// client sent it again after losing the reply), the second run finds the
 	// session the first created and answers that it was created.
@@ -145,9 +145,9 @@ type CreateArgs struct {
 // of the initial state is the caller's second step (ApplyApp with
 // CreateChangeID), after AppOrder as its first.
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
-	k := s.keys.Session(a.App, a.User, a.SID)
-	args := append(s.changeArgs(a.App, a.User, a.SID, 9+2*len(a.Delta.Session)+2*len(a.Delta.User)),
-		a.CreateTime, AppIndexMember(a.User, a.SID), a.Delta.AppJSON, a.Token, orderArg(a.Delta))
+	k := s.keys.Session(a.App, a.User, a.ID)
+	args := append(s.changeArgs(a.App, a.User, a.ID, 9+2*len(a.Delta.Session)+2*len(a.Delta.User)),
+		a.CreateTime, AppIndexMember(a.User, a.ID), a.Delta.AppJSON, a.Token, orderArg(a.Delta))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
 	args = append(args, s.caps.Session, s.caps.User)
@@ -155,7 +155,7 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	return s.capped(createStatuses.err(res[0]), res[len(res)-1], a.App, a.User, a.SID)
+	return s.capped(createStatuses.err(res[0]), res[len(res)-1], a.App, a.User, a.ID)
 }
 
 // capped completes a base.StateCapError of a script's status with the scope of a write
@@ -278,9 +278,9 @@ func (s *Store) ApplyApp(ctx context.Context, app string, c AppChange) error {
 
 // AppendArgs are the inputs of Append.
 type AppendArgs struct {
-	App, User, SID string
+	base.SessionRef
 	// Keys are the session's keys when the caller keeps them (this Store's
-	// Keys().Session(App, User, SID)); nil: Append builds them.
+	// Keys().Session(App, User, ID)); nil: Append builds them.
 	Keys        *SessionKeys
 	HandleRev   int64 // last seq the caller's handle has seen
 	Incarnation int64 // incarnation of the session the handle was read from
@@ -345,13 +345,13 @@ func (e *DuplicateEventError) Unwrap() error { return ErrDuplicateEvent }
 func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 	k := a.Keys
 	if k == nil {
-		built := s.keys.Session(a.App, a.User, a.SID)
+		built := s.keys.Session(a.App, a.User, a.ID)
 		k = &built
 	}
 	keys := []string{k.Session, k.Events, k.Temp, k.User, k.UserIndex, k.Log, k.Undo, k.EventIDs}
 	pairs := len(a.Delta.Session) + len(a.Delta.User) + len(a.Delta.Temp) + len(a.Artifacts)
 	v := newArgv(keys, 23+2*pairs, 15+2*pairs, 6)
-	for _, x := range []string{s.wakeArg(), a.App, a.User, a.SID} {
+	for _, x := range []string{s.wakeArg(), a.App, a.User, a.ID} {
 		v.str(x)
 	}
 	if a.NoHandle {
@@ -456,7 +456,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 		return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
 	case err != nil:
 		bytes, _ := v[len(v)-1].(int64) // a cap's status: the state's total
-		return nil, s.capped(err, bytes, a.App, a.User, a.SID)
+		return nil, s.capped(err, bytes, a.App, a.User, a.ID)
 	}
 	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64), Incarnation: v[len(v)-1].(int64)}
 	if code == codeCaughtUp {

@@ -36,14 +36,14 @@ func newMiniStore(t *testing.T, durable bool) (*Store, *miniredis.Miniredis) {
 
 // appendArgs is an append of event id through a handle at rev.
 func appendArgs(sid, id string, rev, inc, ts int64, pairs ...Pair) AppendArgs {
-	return AppendArgs{App: "a", User: "u", SID: sid, HandleRev: rev, Incarnation: inc, Ts: ts, InvocationID: "i",
+	return AppendArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: sid}, HandleRev: rev, Incarnation: inc, Ts: ts, InvocationID: "i",
 		EventID: id, EventPre: `{"id":"` + id + `","timestamp":`, EventPost: `}`, Delta: StateDelta{Session: pairs}}
 }
 
 func TestStoreCreateGetAppend(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newMiniStore(t, false)
-	create := CreateArgs{App: "a", User: "u", SID: "s", CreateTime: 1_000_000,
+	create := CreateArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, CreateTime: 1_000_000,
 		Delta: StateDelta{Session: []Pair{{"k", `"v"`}}, User: []Pair{{"n", `1`}}}}
 	if err := s.Create(ctx, create); err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestStoreCreateGetAppend(t *testing.T) {
 	if err := s.Create(ctx, create); !errors.Is(err, base.ErrAlreadyExists) {
 		t.Fatalf("second create: got %v, want base.ErrAlreadyExists", err)
 	}
-	snap, err := s.Get(ctx, GetArgs{App: "a", User: "u", SID: "s", After: -1})
+	snap, err := s.Get(ctx, GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, After: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestStoreCreateGetAppend(t *testing.T) {
 	if _, err = s.Append(ctx, appendArgs("s", "e1", 1, snap.Incarnation, 4_000_000)); !errors.As(err, &dup) || dup.Stored == nil || dup.Stored.Seq != 1 {
 		t.Fatalf("append of a known id: got %v (%+v), want the stored event", err, dup)
 	}
-	got, err := s.Get(ctx, GetArgs{App: "a", User: "u", SID: "s", After: -1})
+	got, err := s.Get(ctx, GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, After: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestStoreCreateGetAppend(t *testing.T) {
 func TestStoreMissingAndDeleted(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newMiniStore(t, true)
-	if _, err := s.Get(ctx, GetArgs{App: "a", User: "u", SID: "none", After: -1}); !errors.Is(err, ErrNotCached) {
+	if _, err := s.Get(ctx, GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "none"}, After: -1}); !errors.Is(err, ErrNotCached) {
 		t.Fatalf("get of an unknown session: got %v, want ErrNotCached", err)
 	}
 	if _, err := s.Append(ctx, appendArgs("none", "e1", 0, 1, 2_000_000)); !errors.Is(err, ErrNotCached) {
@@ -99,7 +99,7 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 	}
 	// With a database, a user hash Redis lacks may have been evicted: the
 	// caller loads it first.
-	create := CreateArgs{App: "a", User: "u", SID: "s", CreateTime: 1_000_000}
+	create := CreateArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, CreateTime: 1_000_000}
 	if err := s.Create(ctx, create); !errors.Is(err, ErrUserNotCached) {
 		t.Fatalf("create without the user's state: got %v, want ErrUserNotCached", err)
 	}
@@ -126,7 +126,7 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 		t.Fatalf("delete: removed %v, err %v", removed, err)
 	}
 	// With a database the delete leaves a tombstone until it is flushed.
-	if _, err := s.Get(ctx, GetArgs{App: "a", User: "u", SID: "s", After: -1}); !errors.Is(err, ErrDeleted) {
+	if _, err := s.Get(ctx, GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, After: -1}); !errors.Is(err, ErrDeleted) {
 		t.Fatalf("get of a deleted session: got %v, want ErrDeleted", err)
 	}
 }

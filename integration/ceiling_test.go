@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
@@ -70,7 +71,7 @@ func appendCall(b *testing.B, rdb redis.UniversalClient, ns, app, user, sid stri
 	}
 	// TempTTL: the service's default, as the benchmarks open it.
 	args, err := scriptbench.AppendCommand(cache.Options{Keys: keys, Durable: durable, TempTTL: time.Hour}, cache.AppendArgs{
-		App: app, User: user, SID: sid, Incarnation: inc,
+		SessionRef: base.SessionRef{App: app, User: user, ID: sid}, Incarnation: inc,
 		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
 		EventPre: pre, EventPost: post, Delta: delta})
 	require.NoError(b, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/integration/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestHydrateLeavesNoStagedKeys(t *testing.T) {
 		st, sk := keys.Stage("a", "u", "s"), keys.Session("a", "u", "s")
 		staged := func() int64 { return rdb.Exists(ctx, st.Events, st.EventIDs).Val() }
 		args := func(guard cache.ReadGuard) cache.HydrateArgs {
-			return cache.HydrateArgs{App: "a", User: "u", SID: "s", Incarnation: 1, CreateTime: 1, UpdateTime: 1003, Rev: 3,
+			return cache.HydrateArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, Incarnation: 1, CreateTime: 1, UpdateTime: 1003, Rev: 3,
 				Guard: guard, Events: []cache.EventRecord{
 					{Seq: 2, Ts: 1002, ID: "e2", JSON: `{"id":"e2"}`}, {Seq: 3, Ts: 1003, ID: "e3", JSON: `{"id":"e3"}`}}}
 		}
@@ -98,7 +99,7 @@ func TestHydrateGetAnswersAsGet(t *testing.T) {
 		hydrate := func() cache.HydrateArgs {
 			guard, err := store.ReadGuard(ctx, "a", "u", "s")
 			require.NoError(t, err)
-			h := cache.HydrateArgs{App: "a", User: "u", SID: "s", Incarnation: 7, CreateTime: 1000, UpdateTime: 1010, Rev: 12,
+			h := cache.HydrateArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, Incarnation: 7, CreateTime: 1000, UpdateTime: 1010, Rev: 12,
 				State: []cache.Pair{{Key: "k", Value: `"v"`}}, Guard: guard}
 			for seq := int64(3); seq <= 12; seq++ {
 				h.Events = append(h.Events, cache.EventRecord{Seq: seq, Ts: 998 + seq, ID: fmt.Sprint("e", seq), JSON: fmt.Sprintf(`{"id":"e%d"}`, seq)})
@@ -117,7 +118,7 @@ func TestHydrateGetAnswersAsGet(t *testing.T) {
 			{After: -1}, {After: -1, NumRecent: 3}, {After: -1, NumRecent: 50}, {After: 1005}, {After: 1005, NumRecent: 2},
 			{After: 1005, NumRecent: 20}, {After: 5000}, {After: 0, NumRecent: 1}, {After: 1 << 60},
 		} {
-			a.App, a.User, a.SID = "a", "u", "s"
+			a.App, a.User, a.ID = "a", "u", "s"
 			lose()
 			wrote, snap, err := store.HydrateGet(ctx, hydrate(), time.Minute, a)
 			require.NoError(t, err)
@@ -139,7 +140,7 @@ func TestHydrateGetAnswersAsGet(t *testing.T) {
 			require.Equal(t, map[string]string{"y": "2"}, got.App)
 		}
 
-		a := cache.GetArgs{App: "a", User: "u", SID: "s", After: -1}
+		a := cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, After: -1}
 		// Redis holds the session already: nothing written, nothing answered.
 		wrote, snap, err := store.HydrateGet(ctx, hydrate(), time.Minute, a)
 		require.NoError(t, err)
@@ -155,7 +156,7 @@ func TestHydrateGetAnswersAsGet(t *testing.T) {
 		_, err = store.Get(ctx, a)
 		require.ErrorIs(t, err, cache.ErrUserNotCached)
 		// A compacted view is not read this way.
-		_, _, err = store.HydrateGet(ctx, hydrate(), time.Minute, cache.GetArgs{App: "a", User: "u", SID: "s", After: -1, Compacted: true})
+		_, _, err = store.HydrateGet(ctx, hydrate(), time.Minute, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, After: -1, Compacted: true})
 		require.Error(t, err)
 	})
 }

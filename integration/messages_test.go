@@ -18,7 +18,7 @@ import (
 var sessionByID = regexp.MustCompile(`session %[sqv](?:[^/ ]|$| [^o]| o[^f]| of [^a])`)
 
 // TestMessagesNameSessions: every message of the production packages names
-// a session by app, user and id (base.SessionName, persist.SessionKey), never
+// a session by app, user and id (base.SessionName, base.SessionRef), never
 // by its id alone: ids repeat across apps and users.
 func TestMessagesNameSessions(t *testing.T) {
 	root := moduleRoot(t)
@@ -44,7 +44,7 @@ func TestMessagesNameSessions(t *testing.T) {
 				}
 				checked++
 				if sessionByID.MatchString(s) {
-					t.Errorf("%s: %q names a session by its id alone (use base.SessionName or a persist.SessionKey)", fset.Position(lit.Pos()), s)
+					t.Errorf("%s: %q names a session by its id alone (use base.SessionName or a base.SessionRef)", fset.Position(lit.Pos()), s)
 				}
 				return true
 			})

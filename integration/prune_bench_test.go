@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/persist"
 	"github.com/adksession/adksession/service"
@@ -58,7 +59,7 @@ func seedIdle(b *testing.B, store *persist.Store, n, events, users int) {
 	for lo := 0; lo < n; lo += 500 {
 		batch := &persist.Batch{}
 		for i := lo; i < min(lo+500, n); i++ {
-			k := persist.SessionKey{AppName: "bench", UserID: fmt.Sprint("u", i%users), SessionID: fmt.Sprint("s", i)}
+			k := base.SessionRef{App: "bench", User: fmt.Sprint("u", i%users), ID: fmt.Sprint("s", i)}
 			created := longAgo.Add(time.Duration(i) * time.Millisecond)
 			up := persist.SessionUpsert{Key: k, Incarnation: created.UnixMicro(), Rev: int64(events), CreateTime: created, UpdateTime: created}
 			for j := 1; j <= events; j++ {
@@ -68,7 +69,7 @@ func seedIdle(b *testing.B, store *persist.Store, n, events, users int) {
 				up.UpdateTime = ts
 			}
 			batch.Sessions = append(batch.Sessions, up)
-			batch.UserStates = append(batch.UserStates, persist.StateUpsert{AppName: k.AppName, UserID: k.UserID, Rev: 1, UpdateTime: created})
+			batch.UserStates = append(batch.UserStates, persist.StateUpsert{AppName: k.App, UserID: k.User, Rev: 1, UpdateTime: created})
 		}
 		require.NoError(b, store.Apply(ctx, batch))
 	}

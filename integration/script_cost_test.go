@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/scriptbench"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/service"
@@ -160,18 +161,18 @@ func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, c
 	now := time.Now().UnixMicro()
 	out := map[string]float64{}
 	out["create"] = measure(otherScriptCalls, func(i int) {
-		require.NoError(b, store.Create(ctx, cache.CreateArgs{App: "cost", User: "u", SID: sid(i), CreateTime: now + int64(i), Token: sid(i),
+		require.NoError(b, store.Create(ctx, cache.CreateArgs{SessionRef: base.SessionRef{App: "cost", User: "u", ID: sid(i)}, CreateTime: now + int64(i), Token: sid(i),
 			Delta: cache.StateDelta{Session: []cache.Pair{{Key: "a", Value: "1"}}}}))
 	})
 	measured("create")
 	for i := range otherScriptCalls {
-		_, err := store.Append(ctx, cache.AppendArgs{App: "cost", User: "u", SID: sid(i), HandleRev: 0, Incarnation: now + int64(i),
+		_, err := store.Append(ctx, cache.AppendArgs{SessionRef: base.SessionRef{App: "cost", User: "u", ID: sid(i)}, HandleRev: 0, Incarnation: now + int64(i),
 			Ts: now + 1000, InvocationID: "inv", EventID: "e" + sid(i), EventPre: `{"id":"e","timestamp":`, EventPost: `}`,
 			Delta: cache.StateDelta{Session: []cache.Pair{{Key: "a", Value: "2"}}}})
 		require.NoError(b, err)
 	}
 	out["rewind"] = measure(otherScriptCalls, func(i int) {
-		r, err := store.Rewind(ctx, cache.RewindArgs{App: "cost", User: "u", SID: sid(i), Before: "inv", InvocationID: "e-r",
+		r, err := store.Rewind(ctx, cache.RewindArgs{SessionRef: base.SessionRef{App: "cost", User: "u", ID: sid(i)}, Before: "inv", InvocationID: "e-r",
 			EventID: "r" + sid(i), Ts: now + 2000, EventPre: `{"id":"r","timestamp":`, EventMid: `,"actions":{"stateDelta":`, EventTail: `}}`})
 		require.NoError(b, err)
 		require.EqualValues(b, 2, r.Seq)

@@ -41,7 +41,7 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold
 		return apiEvent(r)
 	}
 	err := l.guarded(ctx, app, user, sid, func(guard cache.ReadGuard) error {
-		key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
+		key := base.SessionRef{App: app, User: user, ID: sid}
 		s, err := l.opts.DB.LoadSessionEvents(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, prepare)
 		if errors.Is(err, base.ErrNotFound) {
 			return base.SessionError(base.ErrNotFound, app, user, sid)
@@ -51,7 +51,7 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold
 		}
 		startUser()
 		h := cache.HydrateArgs{
-			App: app, User: user, SID: sid, Incarnation: s.Incarnation,
+			SessionRef: base.SessionRef{App: app, User: user, ID: sid}, Incarnation: s.Incarnation,
 			CreateTime: s.CreateTime.UnixMicro(), UpdateTime: s.UpdateTime.UnixMicro(), Rev: s.Rev,
 			State: statePairs(s.State), Guard: guard,
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -138,9 +139,9 @@ func (l *Loader) ListApp(ctx context.Context, app, token string, limit int) ([]L
 	}
 	var db *persist.Listing
 	if l.opts.DB != nil {
-		var from persist.SessionKey // zero: the first page
+		var from base.SessionRef // zero: the first page
 		if after.User != "" {
-			from = persist.SessionKey{AppName: app, UserID: after.User, SessionID: after.SID}
+			from = base.SessionRef{App: app, User: after.User, ID: after.SID}
 		}
 		if db, err = l.opts.DB.ListSessions(ctx, app, from, limit+1); err != nil {
 			return nil, "", fmt.Errorf("list sessions of app %s in the database: %w", app, err)
@@ -167,7 +168,7 @@ func mergeKeys(a []cache.ListItem, rows []persist.SessionSummary) []cache.ListIt
 			i++
 			continue
 		}
-		b := cache.ListItem{User: rows[j].Key.UserID, SID: rows[j].Key.SessionID}
+		b := cache.ListItem{User: rows[j].Key.User, SID: rows[j].Key.ID}
 		c := 1
 		if i < len(a) {
 			if c = strings.Compare(a[i].User, b.User); c == 0 {
@@ -206,7 +207,7 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem) (
 	if err != nil {
 		return nil, err
 	}
-	rows := map[persist.SessionKey]*persist.SessionSummary{}
+	rows := map[base.SessionRef]*persist.SessionSummary{}
 	users := r.Users // Redis's user state is the current one; the database's fills in
 	addUsers := func(db *persist.Listing) {
 		for u, st := range db.Users {
@@ -215,11 +216,11 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem) (
 			}
 		}
 	}
-	var need []persist.SessionKey
+	var need []base.SessionRef
 	for i, it := range items {
 		_, haveUser := users[it.User]
 		if !r.Deleted[i] && (r.Sessions[i] == nil || !haveUser) {
-			need = append(need, persist.SessionKey{AppName: app, UserID: it.User, SessionID: it.SID})
+			need = append(need, base.SessionRef{App: app, User: it.User, ID: it.SID})
 		}
 	}
 	if len(need) > 0 && l.opts.DB != nil {
@@ -248,7 +249,7 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem) (
 			continue
 		}
 		if snap == nil {
-			row := rows[persist.SessionKey{AppName: app, UserID: it.User, SessionID: it.SID}]
+			row := rows[base.SessionRef{App: app, User: it.User, ID: it.SID}]
 			if row == nil {
 				continue // deleted meanwhile
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -13,7 +14,7 @@ func TestMergeKeys(t *testing.T) {
 	t.Parallel()
 	item := func(u, s string) cache.ListItem { return cache.ListItem{User: u, SID: s} }
 	row := func(u, s string) persist.SessionSummary {
-		return persist.SessionSummary{Key: persist.SessionKey{AppName: "app", UserID: u, SessionID: s}}
+		return persist.SessionSummary{Key: base.SessionRef{App: "app", User: u, ID: s}}
 	}
 	for _, tc := range []struct {
 		name  string

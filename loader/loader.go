@@ -28,14 +28,14 @@ import (
 // *persist.Store, and nothing it writes. A cold read, a listing and an
 // older window ask it for rows and put what they read back into Redis.
 type Database interface {
-	LoadSessionEvents(ctx context.Context, key persist.SessionKey, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error)
-	LoadEvents(ctx context.Context, key persist.SessionKey, w persist.Window, beforeSeq int64) ([]persist.EventRow, error)
-	LoadEventsAt(ctx context.Context, key persist.SessionKey, at []time.Time, ranges []persist.TimeRange) ([]persist.EventRow, error)
-	LoadViewEvents(ctx context.Context, key persist.SessionKey, q persist.ViewQuery) ([]persist.EventRow, error)
+	LoadSessionEvents(ctx context.Context, key base.SessionRef, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error)
+	LoadEvents(ctx context.Context, key base.SessionRef, w persist.Window, beforeSeq int64) ([]persist.EventRow, error)
+	LoadEventsAt(ctx context.Context, key base.SessionRef, at []time.Time, ranges []persist.TimeRange) ([]persist.EventRow, error)
+	LoadViewEvents(ctx context.Context, key base.SessionRef, q persist.ViewQuery) ([]persist.EventRow, error)
 	LoadUserState(ctx context.Context, app, user string) (map[string]json.RawMessage, persist.StateVersion, error)
 	LoadAppState(ctx context.Context, app string) (map[string]json.RawMessage, int64, error)
-	ListSessions(ctx context.Context, app string, after persist.SessionKey, limit int) (*persist.Listing, error)
-	ReadSessions(ctx context.Context, app string, keys []persist.SessionKey) (*persist.Listing, error)
+	ListSessions(ctx context.Context, app string, after base.SessionRef, limit int) (*persist.Listing, error)
+	ReadSessions(ctx context.Context, app string, keys []base.SessionRef) (*persist.Listing, error)
 	SessionTimes(ctx context.Context, app, user string) ([]persist.SessionTime, error)
 }
 
@@ -77,7 +77,7 @@ func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, err
 	if !a.Compacted {
 		cold = &coldRead{args: a} // a put-back answers the read (hydrateSession)
 	}
-	err := l.run(ctx, a.App, a.User, a.SID, func() (err error) {
+	err := l.run(ctx, a.App, a.User, a.ID, func() (err error) {
 		if cold != nil && cold.snap != nil {
 			snap, cold.snap = cold.snap, nil
 			return nil
@@ -106,7 +106,7 @@ func (l *Loader) ViewIndexed() bool { return l.opts.DB != nil }
 // ViewEvents reads from the database the events of session a that q names
 // (persist.Store.LoadViewEvents), oldest first, as records without seqs.
 func (l *Loader) ViewEvents(ctx context.Context, a cache.GetArgs, q persist.ViewQuery) ([]cache.EventRecord, error) {
-	rows, err := l.opts.DB.LoadViewEvents(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, q)
+	rows, err := l.opts.DB.LoadViewEvents(ctx, a.SessionRef, q)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (l *Loader) ViewEvents(ctx context.Context, a cache.GetArgs, q persist.View
 // EventsIn reads from the database the events of session a within ranges
 // (persist.Store.LoadEventsAt), oldest first, as records without seqs.
 func (l *Loader) EventsIn(ctx context.Context, a cache.GetArgs, ranges []persist.TimeRange) ([]cache.EventRecord, error) {
-	return l.eventsAt(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, nil, ranges)
+	return l.eventsAt(ctx, a.SessionRef, nil, ranges)
 }
 
 // completeApp fills in the app state when Redis has lost it.
@@ -151,9 +151,9 @@ func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	if a.After >= 0 {
 		w.After = time.UnixMicro(a.After)
 	}
-	rows, err := l.opts.DB.LoadEvents(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, w, snap.First)
+	rows, err := l.opts.DB.LoadEvents(ctx, a.SessionRef, w, snap.First)
 	if err != nil {
-		return fmt.Errorf("load events of %s from the database: %w", base.SessionName(a.App, a.User, a.SID), err)
+		return fmt.Errorf("load events of %s from the database: %w", base.SessionName(a.App, a.User, a.ID), err)
 	}
 	older, err := records(rows)
 	if err != nil {
@@ -208,7 +208,7 @@ func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cach
 	if l.opts.DB == nil || !snap.Indexed || (len(snap.Older) == 0 && len(snap.Ranges) == 0) {
 		return nil
 	}
-	key := persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}
+	key := a.SessionRef
 	ranges := make([]persist.TimeRange, len(snap.Ranges))
 	for i, r := range snap.Ranges {
 		ranges[i].Before = time.UnixMicro(r.Hi)
@@ -232,7 +232,7 @@ func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cach
 			return err
 		}
 		if len(ids) > 0 {
-			more, refs, err := l.cache.CompactedCalls(ctx, a.App, a.User, a.SID, snap.Incarnation, snap.Rev, ids)
+			more, refs, err := l.cache.CompactedCalls(ctx, a.App, a.User, a.ID, snap.Incarnation, snap.Rev, ids)
 			if err != nil {
 				return err
 			}
@@ -254,7 +254,7 @@ func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cach
 // eventsAt reads from the database the events refs name and those of ranges
 // (seq 0: not known), oldest first; a named event the database lacks is
 // cache.ErrIncomplete.
-func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []cache.EventRef, ranges []persist.TimeRange) ([]cache.EventRecord, error) {
+func (l *Loader) eventsAt(ctx context.Context, key base.SessionRef, refs []cache.EventRef, ranges []persist.TimeRange) ([]cache.EventRecord, error) {
 	if len(refs) == 0 && len(ranges) == 0 {
 		return nil, nil
 	}
@@ -266,7 +266,7 @@ func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []ca
 	}
 	rows, err := l.opts.DB.LoadEventsAt(ctx, key, at, ranges)
 	if err != nil {
-		return nil, fmt.Errorf("load events of %s from the database: %w", base.SessionName(key.AppName, key.UserID, key.SessionID), err)
+		return nil, fmt.Errorf("load events of %s from the database: %w", base.SessionName(key.App, key.User, key.ID), err)
 	}
 	recs, err := records(rows)
 	if err != nil {
@@ -283,7 +283,7 @@ func (l *Loader) eventsAt(ctx context.Context, key persist.SessionKey, refs []ca
 		// The database's times are not Redis's (rows someone else wrote, or
 		// moved): the view is read from the whole history instead.
 		return nil, fmt.Errorf("load events of %s from the database: %d of the %d events the compaction index names: %w",
-			base.SessionName(key.AppName, key.UserID, key.SessionID), found, len(seqs), cache.ErrIncomplete)
+			base.SessionName(key.App, key.User, key.ID), found, len(seqs), cache.ErrIncomplete)
 	}
 	return recs, nil
 }

@@ -53,13 +53,13 @@ func TestGetRedisOnly(t *testing.T) {
 	l := New(c, Options{CacheTTL: time.Hour, MaxCachedEvents: 10})
 	require.False(t, l.Durable())
 
-	_, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "none", After: -1})
+	_, err := l.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "none"}, After: -1})
 	require.ErrorIs(t, err, base.ErrNotFound)
 	require.EqualError(t, err, "adksession: not found: session none of app a, user u")
 
-	require.NoError(t, c.Create(ctx, cache.CreateArgs{App: "a", User: "u", SID: "s", CreateTime: 1_000_000,
+	require.NoError(t, c.Create(ctx, cache.CreateArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, CreateTime: 1_000_000,
 		Delta: cache.StateDelta{Session: []cache.Pair{{Key: "k", Value: `"v"`}}}}))
-	snap, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "s", After: -1})
+	snap, err := l.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, After: -1})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"k": `"v"`}, snap.State)
 	require.Equal(t, int64(1_000_000), snap.Incarnation)
@@ -86,7 +86,7 @@ func TestGetReadThrough(t *testing.T) {
 	l := New(c, Options{DB: coldDB(t), CacheTTL: time.Hour, MaxCachedEvents: 1})
 	require.True(t, l.Durable())
 
-	snap, err := l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1})
+	snap, err := l.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "cold"}, After: -1})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"k": `"v"`}, snap.State)
 	require.Equal(t, map[string]string{"x": `2`}, snap.User)
@@ -100,12 +100,12 @@ func TestGetReadThrough(t *testing.T) {
 	require.Equal(t, int64(2), snap.First, "MaxCachedEvents = 1: only the newest event was put back")
 
 	// Put back: Redis now answers by itself.
-	cached, err := c.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1})
+	cached, err := c.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "cold"}, After: -1})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), cached.Rev)
 	require.Len(t, cached.Events, 1)
 
-	_, err = l.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "nowhere", After: -1})
+	_, err = l.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "nowhere"}, After: -1})
 	require.ErrorIs(t, err, base.ErrNotFound)
 	require.EqualError(t, err, "adksession: not found: session nowhere of app a, user u")
 	require.False(t, errors.Is(err, cache.ErrNotCached), "a miss everywhere is not found, not a cache status")
@@ -175,7 +175,7 @@ func TestRunRecovers(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 2, calls)
-	snap, err := c.Get(ctx, cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1})
+	snap, err := c.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "cold"}, After: -1})
 	require.NoError(t, err, "the session is back in Redis")
 	require.Equal(t, int64(2), snap.Rev)
 	user, ok, err := c.UserState(ctx, "a", "u")
@@ -219,10 +219,10 @@ func (d *movingDB) move(ctx context.Context, kind, app, user, sid string) error 
 	return d.rdb.HIncrBy(ctx, keys.ShardKeys(keys.Shard(app, user)).Guards, cache.GuardField(app, user, sid), 1).Err()
 }
 
-func (d *movingDB) LoadSessionEvents(ctx context.Context, key persist.SessionKey, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error) {
+func (d *movingDB) LoadSessionEvents(ctx context.Context, key base.SessionRef, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error) {
 	s, err := d.Database.LoadSessionEvents(ctx, key, w, prepare)
 	if err == nil {
-		err = d.move(ctx, "session", key.AppName, key.UserID, key.SessionID)
+		err = d.move(ctx, "session", key.App, key.User, key.ID)
 	}
 	return s, err
 }
@@ -242,7 +242,7 @@ func (d *movingDB) LoadUserState(ctx context.Context, app, user string) (map[str
 func TestColdReadAgainWhenGuardMoves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	get := cache.GetArgs{App: "a", User: "u", SID: "cold", After: -1}
+	get := cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "cold"}, After: -1}
 
 	c, rdb := newMiniRedis(t, true)
 	db := &movingDB{Database: coldDB(t), t: t, rdb: rdb, moves: 2, reads: map[string]int{}}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // adkCreateTime is when the sessions that ADK wrote in these tests were
@@ -37,13 +39,13 @@ func jsEvent(i int) string {
 
 // insertADKSession writes a session of n events in ADK Python's shape,
 // with no bookkeeping row, plus its app and user rows.
-func insertADKSession(t *testing.T, s *Store, k SessionKey, n int) {
+func insertADKSession(t *testing.T, s *Store, k base.SessionRef, n int) {
 	insertADKRows(t, s.db, k, n, pythonEvent, formatTime)
 }
 
 // insertADKRows writes a session of n events with event_data event(i) and
 // times formatted by tf, with no bookkeeping row, plus app and user rows.
-func insertADKRows(t *testing.T, db rawDB, k SessionKey, n int, event func(int) string, tf func(time.Time) string) {
+func insertADKRows(t *testing.T, db rawDB, k base.SessionRef, n int, event func(int) string, tf func(time.Time) string) {
 	t.Helper()
 	exec := func(q string, args ...any) {
 		t.Helper()
@@ -51,14 +53,14 @@ func insertADKRows(t *testing.T, db rawDB, k SessionKey, n int, event func(int) 
 		must(t, err)
 	}
 	exec(`INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES ($1, $2, $3, $4, $5, $6)`,
-		k.AppName, k.UserID, k.SessionID, `{"k": "v", "n": null}`, tf(adkCreateTime), tf(adkEventTime(n)))
+		k.App, k.User, k.ID, `{"k": "v", "n": null}`, tf(adkCreateTime), tf(adkEventTime(n)))
 	exec(`INSERT INTO app_states (app_name, state, update_time) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		k.AppName, `{"a": 1}`, tf(adkCreateTime))
+		k.App, `{"a": 1}`, tf(adkCreateTime))
 	exec(`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-		k.AppName, k.UserID, `{"x": 2}`, tf(adkCreateTime))
+		k.App, k.User, `{"x": 2}`, tf(adkCreateTime))
 	for i := 1; i <= n; i++ {
 		exec(`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			fmt.Sprint("adk-", i), k.AppName, k.UserID, k.SessionID, fmt.Sprint("inv-", i), tf(adkEventTime(i)), event(i))
+			fmt.Sprint("adk-", i), k.App, k.User, k.ID, fmt.Sprint("inv-", i), tf(adkEventTime(i)), event(i))
 	}
 }
 
@@ -81,7 +83,7 @@ func TestReadRowsADKWrote(t *testing.T) {
 // checkADKSession checks that the session of n events that ADK wrote reads
 // back with its columns' ids and times, its JSON as stored, and that Apply
 // then continues it without losing its events.
-func checkADKSession(t *testing.T, s *Store, k SessionKey, n int, event func(int) string) {
+func checkADKSession(t *testing.T, s *Store, k base.SessionRef, n int, event func(int) string) {
 	t.Helper()
 	ctx := context.Background()
 	ls, err := s.LoadSession(ctx, k, Window{NumRecentEvents: 2})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Apply writes b in one transaction, idempotently: applying a batch again,
@@ -45,10 +47,10 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error) {
 	var apps, users, ids, lockKeys []string
 	for _, d := range b.Deletes {
-		apps, users, ids = append(apps, d.Key.AppName), append(users, d.Key.UserID), append(ids, d.Key.SessionID)
+		apps, users, ids = append(apps, d.Key.App), append(users, d.Key.User), append(ids, d.Key.ID)
 	}
 	for _, u := range b.Sessions {
-		apps, users, ids = append(apps, u.Key.AppName), append(users, u.Key.UserID), append(ids, u.Key.SessionID)
+		apps, users, ids = append(apps, u.Key.App), append(users, u.Key.User), append(ids, u.Key.ID)
 	}
 	var stateApps, stateUsers []string
 	for _, st := range [][]StateUpsert{b.AppStates, b.UserStates} {
@@ -73,7 +75,7 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 	// The sessions of user writes no event carries: a rebase tells by
 	// their bookkeeping whether the database holds their change already.
 	for _, w := range b.UserWrites {
-		apps, users, ids = append(apps, w.Key.AppName), append(users, w.Key.UserID), append(ids, w.Key.SessionID)
+		apps, users, ids = append(apps, w.Key.App), append(users, w.Key.User), append(ids, w.Key.ID)
 	}
 	sessions, facts, err := s.readTracked(ctx, tx, apps, users, ids)
 	if err != nil {
@@ -93,7 +95,7 @@ func (s *Store) planTx(ctx context.Context, tx *sql.Tx, b *Batch) (*plan, error)
 	p := planBatch(out, sessions, states)
 	for _, u := range p.sessions {
 		if b.Outcome.Updated == nil {
-			b.Outcome.Updated = map[SessionKey]time.Time{}
+			b.Outcome.Updated = map[base.SessionRef]time.Time{}
 		}
 		b.Outcome.Updated[u.Key] = u.UpdateTime
 	}
@@ -113,7 +115,7 @@ func (s *Store) lockSessionRows(ctx context.Context, tx *sql.Tx, b *Batch) error
 	}
 	var apps, users, ids []string
 	for _, u := range b.Sessions {
-		apps, users, ids = append(apps, u.Key.AppName), append(users, u.Key.UserID), append(ids, u.Key.SessionID)
+		apps, users, ids = append(apps, u.Key.App), append(users, u.Key.User), append(ids, u.Key.ID)
 	}
 	return s.exec(ctx, tx, "lock sessions rows", s.d.q.lockSessions, apps, users, ids)
 }
@@ -131,9 +133,9 @@ func lockKey(kind string, parts ...string) string {
 // readTracked reads the bookkeeping rows of the sessions named, and for
 // each whether its sessions row was written by someone else since
 // adksession last wrote it (facts).
-func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []string) (map[SessionKey]tracked, map[SessionKey]rowFacts, error) {
-	m := map[SessionKey]tracked{}
-	facts := map[SessionKey]rowFacts{}
+func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []string) (map[base.SessionRef]tracked, map[base.SessionRef]rowFacts, error) {
+	m := map[base.SessionRef]tracked{}
+	facts := map[base.SessionRef]rowFacts{}
 	if len(apps) == 0 {
 		return m, facts, nil
 	}
@@ -147,11 +149,11 @@ func (s *Store) readTracked(ctx context.Context, tx *sql.Tx, apps, users, ids []
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var k SessionKey
+		var k base.SessionRef
 		var t tracked
 		var written sql.NullInt64
 		var updated nullTime
-		if err := rows.Scan(&k.AppName, &k.UserID, &k.SessionID, &t.incarnation, &t.rev, &t.deleted, &written, &updated); err != nil {
+		if err := rows.Scan(&k.App, &k.User, &k.ID, &t.incarnation, &t.rev, &t.deleted, &written, &updated); err != nil {
 			return nil, nil, fmt.Errorf("read session bookkeeping: %w", err)
 		}
 		if t.deleted && written.Valid {

@@ -27,7 +27,7 @@ func TestApplyWritesADKRows(t *testing.T) {
 		s := migrated(t, b)
 		k := skey("s1")
 		u := upsert(k, inc1, 0, 3)
-		other := upsert(SessionKey{"app", "u2", "s9"}, inc2, 0, 0)
+		other := upsert(base.SessionRef{App: "app", User: "u2", ID: "s9"}, inc2, 0, 0)
 		apply(t, s, &Batch{
 			Sessions:   []SessionUpsert{u, other},
 			UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: 1, State: state(1), UpdateTime: eventTime(inc1, 2)}},

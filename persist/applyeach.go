@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Unit is a part of a batch that ApplyEach writes on its own.
@@ -41,7 +43,7 @@ type Rejected struct {
 	Unit Unit
 	// Key is the session of a UnitSession or UnitEvent; its AppName (and
 	// UserID) name the state of a UnitAppState (UnitUserState).
-	Key SessionKey
+	Key base.SessionRef
 	// EventID and Seq name the event of a UnitEvent.
 	EventID string
 	Seq     int64
@@ -100,25 +102,25 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 		return false, err
 	}
 
-	purge := map[SessionKey]bool{}
+	purge := map[base.SessionRef]bool{}
 	for _, k := range p.purge {
 		purge[k] = true
 	}
-	sessions := map[SessionKey]*SessionUpsert{}
+	sessions := map[base.SessionRef]*SessionUpsert{}
 	for _, u := range p.sessions {
 		sessions[u.Key] = u
 	}
-	events := map[SessionKey][]EventRow{}
+	events := map[base.SessionRef][]EventRow{}
 	for _, e := range p.events {
 		events[e.Key] = append(events[e.Key], e)
 	}
 	// Every key a session unit writes has a bookkeeping row (p.tracked).
 	for _, t := range p.tracked {
 		k := t.key
-		var purgeK []SessionKey
+		var purgeK []base.SessionRef
 		var sessK []*SessionUpsert
 		if purge[k] {
-			purgeK = []SessionKey{k}
+			purgeK = []base.SessionRef{k}
 		}
 		if u := sessions[k]; u != nil {
 			sessK = []*SessionUpsert{u}
@@ -141,14 +143,14 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 		}
 	}
 	for _, a := range p.ensureApps {
-		if _, err := try(Rejected{Unit: UnitAppState, Key: SessionKey{AppName: a.key.app}}, func() error {
+		if _, err := try(Rejected{Unit: UnitAppState, Key: base.SessionRef{App: a.key.app}}, func() error {
 			return s.writeSeeds(ctx, tx, []stateSeed{a}, nil)
 		}); err != nil {
 			return nil, err
 		}
 	}
 	for _, u := range p.ensureUsers {
-		if _, err := try(Rejected{Unit: UnitUserState, Key: SessionKey{AppName: u.key.app, UserID: u.key.user}}, func() error {
+		if _, err := try(Rejected{Unit: UnitUserState, Key: base.SessionRef{App: u.key.app, User: u.key.user}}, func() error {
 			return s.writeSeeds(ctx, tx, nil, []stateSeed{u})
 		}); err != nil {
 			return nil, err
@@ -167,7 +169,7 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 			k := stateKey{app: st.AppName, user: st.UserID}
 			rev := revs[k]
 			delete(revs, k)
-			if _, err := try(Rejected{Unit: group.unit, Key: SessionKey{AppName: st.AppName, UserID: st.UserID}}, func() error {
+			if _, err := try(Rejected{Unit: group.unit, Key: base.SessionRef{App: st.AppName, User: st.UserID}}, func() error {
 				if err := s.writeStates(ctx, tx, group.users, []*StateUpsert{st}); err != nil {
 					return err
 				}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // poison is a value that a backend refuses for good: by adksession itself
@@ -42,7 +44,7 @@ func TestApplyEachIsolates(t *testing.T) {
 				badEvent.Events[1].Data = fmt.Appendf(nil, `{"author":"model","custom_metadata":{"x":%s}}`, p.value)
 				badState := upsert(skey("bad-state"), inc1, 0, 2)
 				badState.State["k"] = json.RawMessage(p.value)
-				badUser := upsert(SessionKey{"app", "u2", "s"}, inc1, 0, 1)
+				badUser := upsert(base.SessionRef{App: "app", User: "u2", ID: "s"}, inc1, 0, 1)
 				// A session whose row is in the database already: its new
 				// events are written although its new row is refused.
 				apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("bad-known"), inc1, 0, 1)}})
@@ -74,7 +76,7 @@ func TestApplyEachIsolates(t *testing.T) {
 					if r.Err == nil || !isPermanent(r.Err) {
 						t.Errorf("rejected %v: error %v is not permanent", r, r.Err)
 					}
-					got = append(got, fmt.Sprintf("%s %s/%s/%s %s %d %v", r.Unit, r.Key.AppName, r.Key.UserID, r.Key.SessionID, r.EventID, r.Seq, r.EventsWritten))
+					got = append(got, fmt.Sprintf("%s %s/%s/%s %s %d %v", r.Unit, r.Key.App, r.Key.User, r.Key.ID, r.EventID, r.Seq, r.EventsWritten))
 				}
 				slices.Sort(got)
 				same(t, "rejected", got, []string{

@@ -7,19 +7,11 @@ import (
 	"github.com/adksession/adksession/cache/base"
 )
 
-// SessionKey names a session. Its db tags name the key columns of the
-// bookkeeping tables; queries of sessions select id AS session_id.
-type SessionKey struct {
-	AppName   string `db:"app_name"`
-	UserID    string `db:"user_id"`
-	SessionID string `db:"session_id"`
-}
-
 // EventRow is one row of the events table.
 type EventRow struct {
 	// Key is the event's session. Apply ignores it and uses the key of the
 	// SessionUpsert that carries the event; the loads fill it.
-	Key          SessionKey
+	Key          base.SessionRef
 	ID           string
 	InvocationID string
 	// Timestamp is UTC with microsecond precision, strictly increasing within
@@ -59,7 +51,7 @@ type Prepare func(r *EventRow) (string, error)
 // SessionUpsert is a snapshot of one session and the events that a batch
 // adds to it.
 type SessionUpsert struct {
-	Key SessionKey
+	Key base.SessionRef
 	// Incarnation is the create time in microseconds of this incarnation of
 	// the id: a deleted then re-created id has a larger one.
 	Incarnation int64
@@ -89,7 +81,7 @@ type SessionUpsert struct {
 
 // SessionDelete deletes every incarnation of a session up to Incarnation.
 type SessionDelete struct {
-	Key         SessionKey
+	Key         base.SessionRef
 	Incarnation int64
 	// At is when the delete was logged, in µs (0: unknown). The tombstone
 	// records it (adksession_sessions.written_update): an event Redis's
@@ -164,7 +156,7 @@ type Batch struct {
 
 // UserWrite is the user: part of one change's delta (UserWrites).
 type UserWrite struct {
-	Key         SessionKey
+	Key         base.SessionRef
 	Incarnation int64
 	// Seq is the event's seq and Ts its time in µs; 0 for a create.
 	Seq, Ts int64
@@ -180,9 +172,8 @@ type UserWrite struct {
 // VoidedCreate is a create whose session a later delete removed before it
 // was written.
 type VoidedCreate struct {
-	Key     SessionKey
+	Key     base.SessionRef
 	Created time.Time
 }
 
-// String names the session in messages: "session <id> of app <app>, user <user>".
-func (k SessionKey) String() string { return base.SessionName(k.AppName, k.UserID, k.SessionID) }
+// base.SessionRef is base.SessionRef (moving).

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // countingConnector counts the statements run on its connections.
@@ -62,7 +64,7 @@ func (c dsnConnector) Driver() driver.Driver                        { return c.d
 func bigBatch(round int64) *Batch {
 	b := &Batch{}
 	for i := range 50 {
-		k := SessionKey{AppName: "app", UserID: fmt.Sprint("u", i%5), SessionID: fmt.Sprint("s", i)}
+		k := base.SessionRef{App: "app", User: fmt.Sprint("u", i%5), ID: fmt.Sprint("s", i)}
 		b.Sessions = append(b.Sessions, upsert(k, inc1, round*10+1, round*10+10))
 	}
 	return b
@@ -98,7 +100,7 @@ func TestApplyStatementCount(t *testing.T) {
 
 		n.Store(0)
 		b2 := bigBatch(1)
-		b2.Deletes = []SessionDelete{{SessionKey{"app", "u0", "s0"}, inc1, 0}}
+		b2.Deletes = []SessionDelete{{base.SessionRef{App: "app", User: "u0", ID: "s0"}, inc1, 0}}
 		b2.AppStates = []StateUpsert{{AppName: "app", Rev: 1, State: state(1)}}
 		b2.UserStates = []StateUpsert{{AppName: "app", UserID: "u1", Rev: 1, State: state(1)}}
 		must(t, cs.Apply(ctx, b2))

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 const readCreateState = `SELECT create_state FROM adksession_sessions
@@ -16,9 +18,9 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3 AND incarnation = $4 AN
 // (adksession_sessions.create_state). ok is false when the database does not
 // know it: a session ADK wrote, one flushed before adksession recorded it, or
 // another incarnation.
-func (s *Store) LoadCreateState(ctx context.Context, key SessionKey, incarnation int64) (state map[string]json.RawMessage, ok bool, err error) {
+func (s *Store) LoadCreateState(ctx context.Context, key base.SessionRef, incarnation int64) (state map[string]json.RawMessage, ok bool, err error) {
 	var raw sql.NullString
-	err = s.rd.GetContext(ctx, &raw, readCreateState, key.AppName, key.UserID, key.SessionID, incarnation)
+	err = s.rd.GetContext(ctx, &raw, readCreateState, key.App, key.User, key.ID, incarnation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}

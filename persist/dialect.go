@@ -8,6 +8,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // dialect is everything that differs between Postgres and SQLite: the text
@@ -45,7 +47,7 @@ type dialect struct {
 	// the dialect's transactions already serialize).
 	forUpdate string
 	// viewQuery is LoadViewEvents's query and its arguments.
-	viewQuery func(SessionKey, ViewQuery) (string, []any)
+	viewQuery func(base.SessionRef, ViewQuery) (string, []any)
 	q         batchQueries
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/persist"
 )
 
@@ -31,7 +32,7 @@ func Example() {
 	}
 	defer s.Close()
 
-	key := persist.SessionKey{AppName: "weather", UserID: "alice", SessionID: "s1"}
+	key := base.SessionRef{App: "weather", User: "alice", ID: "s1"}
 	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	said := created.Add(1500 * time.Microsecond)
 	batch := &persist.Batch{Sessions: []persist.SessionUpsert{{

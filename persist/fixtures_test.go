@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // inc1 and inc2 are two incarnations of a session id (create times in µs).
@@ -17,7 +19,7 @@ var (
 	inc2 = inc1 + 3_600_000_000
 )
 
-func skey(id string) SessionKey { return SessionKey{AppName: "app", UserID: "u1", SessionID: id} }
+func skey(id string) base.SessionRef { return base.SessionRef{App: "app", User: "u1", ID: id} }
 
 // eventTime is the timestamp of event seq of incarnation inc: strictly
 // increasing, with all six fractional digits used.
@@ -39,7 +41,7 @@ func storageJSON(seq int64) []byte {
 
 // upsert is a snapshot of incarnation inc of k after event to, carrying
 // events from..to.
-func upsert(k SessionKey, inc, from, to int64) SessionUpsert {
+func upsert(k base.SessionRef, inc, from, to int64) SessionUpsert {
 	u := SessionUpsert{
 		Key: k, Incarnation: inc, Rev: to, Flushed: to, // Redis's numbering is the database's
 		State:      map[string]json.RawMessage{"count": json.RawMessage(fmt.Sprint(to)), "gone": json.RawMessage("null")},

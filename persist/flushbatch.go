@@ -18,7 +18,7 @@ import (
 
 // sessionChanges are one session's entries of a batch, in log order.
 type sessionChanges struct {
-	key     SessionKey
+	key     base.SessionRef
 	changes []cache.Change
 	// carried: the log entries (cache.Change.ID) of the appends whose
 	// events the batch's read of the session returned (addSession).
@@ -27,9 +27,9 @@ type sessionChanges struct {
 
 func groupChanges(changes []cache.Change) []*sessionChanges {
 	var out []*sessionChanges
-	idx := map[SessionKey]*sessionChanges{}
+	idx := map[base.SessionRef]*sessionChanges{}
 	for _, c := range changes {
-		k := SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}
+		k := c.SessionRef
 		g := idx[k]
 		if g == nil {
 			g = &sessionChanges{key: k}
@@ -80,9 +80,9 @@ func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) er
 		if c.AppDelta == nil {
 			continue
 		}
-		id := cache.AppendChangeID(c.Incarnation, c.User, c.SID, c.EventID)
+		id := cache.AppendChangeID(c.Incarnation, c.User, c.ID, c.EventID)
 		if c.Kind == base.ChangeCreate {
-			id = cache.CreateChangeID(c.Incarnation, c.User, c.SID)
+			id = cache.CreateChangeID(c.Incarnation, c.User, c.ID)
 		}
 		err := f.opts.AppState.ApplyApp(ctx, c.App, cache.AppChange{ID: id, Order: c.AppOrder, Pairs: c.AppDelta, Repair: true})
 		switch {
@@ -109,25 +109,25 @@ type shardBatch struct {
 	// deadStates are the user and app state revisions dead-lettered.
 	deadStates []StateUpsert
 
-	groups    map[SessionKey]*sessionChanges
-	markOf    map[SessionKey][]int             // indexes in marks of a session's marks
-	userMark  map[base.StateOwner]int          // index in marks of the mark carrying a user's revision
-	events    map[SessionKey]map[int64]string  // JSON of the events read, by seq
-	states    map[base.StateOwner]StateUpsert  // the state snapshots of the batch (user "" for an app)
-	carriers  map[base.StateOwner]cache.Change // a change of the batch that carried each state
-	deadEntry map[string]bool                  // ids of changes dead-lettered
-	written   map[SessionKey]int               // events written per session
-	refused   map[base.StateOwner]bool         // states dead-lettered in this batch
-	logPos    map[string]int                   // position of each change in the log, by id
-	lastEntry string                           // id of the last entry read (the newest of the batch)
+	groups    map[base.SessionRef]*sessionChanges
+	markOf    map[base.SessionRef][]int            // indexes in marks of a session's marks
+	userMark  map[base.StateOwner]int              // index in marks of the mark carrying a user's revision
+	events    map[base.SessionRef]map[int64]string // JSON of the events read, by seq
+	states    map[base.StateOwner]StateUpsert      // the state snapshots of the batch (user "" for an app)
+	carriers  map[base.StateOwner]cache.Change     // a change of the batch that carried each state
+	deadEntry map[string]bool                      // ids of changes dead-lettered
+	written   map[base.SessionRef]int              // events written per session
+	refused   map[base.StateOwner]bool             // states dead-lettered in this batch
+	logPos    map[string]int                       // position of each change in the log, by id
+	lastEntry string                               // id of the last entry read (the newest of the batch)
 }
 
 // dead-letters c as unit unit unless it is already.
 func (sb *shardBatch) deadLetter(c cache.Change, unit, reason string, data map[string]any) {
-	if sb.deadEntry[c.ID] {
+	if sb.deadEntry[c.EntryID] {
 		return
 	}
-	sb.deadEntry[c.ID] = true
+	sb.deadEntry[c.EntryID] = true
 	sb.dead = append(sb.dead, cache.DeadLetter{Change: c, Unit: unit, Reason: reason, Data: data})
 }
 
@@ -180,17 +180,17 @@ func changeOf(g *sessionChanges, seq, ts int64) cache.Change {
 // the batch that writes them. A session or an event that cannot be read is
 // dead-lettered; the rest of the batch goes on.
 func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Change, bad []cache.DeadLetter) (*shardBatch, error) {
-	sb := &shardBatch{shard: shard, batch: &Batch{}, dead: bad, groups: map[SessionKey]*sessionChanges{},
-		markOf: map[SessionKey][]int{}, userMark: map[base.StateOwner]int{}, events: map[SessionKey]map[int64]string{},
+	sb := &shardBatch{shard: shard, batch: &Batch{}, dead: bad, groups: map[base.SessionRef]*sessionChanges{},
+		markOf: map[base.SessionRef][]int{}, userMark: map[base.StateOwner]int{}, events: map[base.SessionRef]map[int64]string{},
 		states: map[base.StateOwner]StateUpsert{}, carriers: map[base.StateOwner]cache.Change{}, deadEntry: map[string]bool{},
-		written: map[SessionKey]int{}, refused: map[base.StateOwner]bool{}, logPos: map[string]int{}}
+		written: map[base.SessionRef]int{}, refused: map[base.StateOwner]bool{}, logPos: map[string]int{}}
 	for i, c := range changes {
-		sb.logPos[c.ID] = i
-		sb.lastEntry = c.ID
+		sb.logPos[c.EntryID] = i
+		sb.lastEntry = c.EntryID
 	}
 	for _, d := range bad {
-		sb.ids = append(sb.ids, d.Change.ID)
-		sb.deadEntry[d.Change.ID] = true
+		sb.ids = append(sb.ids, d.Change.EntryID)
+		sb.deadEntry[d.Change.EntryID] = true
 	}
 	b := sb.batch
 	var refs []cache.FlushRef
@@ -200,7 +200,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 	for _, g := range groupChanges(changes) {
 		sb.groups[g.key] = g
 		for _, c := range g.changes {
-			sb.ids = append(sb.ids, c.ID)
+			sb.ids = append(sb.ids, c.EntryID)
 			if c.AppDelta != nil {
 				apps[c.App] = c // also of changes a later delete voids: app state stays
 			}
@@ -208,13 +208,13 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		live := g.changes
 		for i := len(g.changes) - 1; i >= 0; i-- {
 			if c := g.changes[i]; c.Kind == base.ChangeDelete {
-				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation, At: loggedAt(c.ID)})
+				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation, At: loggedAt(c.EntryID)})
 				for _, v := range g.changes[:i] {
 					if v.Kind == base.ChangeCreate {
 						b.Voided = append(b.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(v.Incarnation).UTC()})
 					}
 				}
-				sb.addMark(g.key, cache.Flushed{App: c.App, User: c.User, SID: c.SID, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
+				sb.addMark(g.key, cache.Flushed{SessionRef: c.SessionRef, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
 				deleted = append(deleted, g)
 				live = g.changes[i+1:]
 				sb.addUserWrites(g.changes[:i], nil)
@@ -225,7 +225,7 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 			continue
 		}
 		last := live[len(live)-1]
-		ref := cache.FlushRef{App: last.App, User: last.User, SID: last.SID, Incarnation: last.Incarnation, MinTs: 1, MaxTs: 0}
+		ref := cache.FlushRef{SessionRef: last.SessionRef, Incarnation: last.Incarnation, MinTs: 1, MaxTs: 0}
 		for _, c := range live {
 			if c.Incarnation != last.Incarnation {
 				continue
@@ -260,11 +260,11 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 	// The user state that deleted sessions changed stays (as app state
 	// does): write it even when no live session of the user is in the batch.
 	for _, g := range deleted {
-		uk := base.StateOwner{App: g.key.AppName, User: g.key.UserID}
+		uk := base.StateOwner{App: g.key.App, User: g.key.User}
 		if _, ok := sb.carriers[uk]; ok {
 			continue
 		}
-		st, err := f.cache.UserStateRev(ctx, g.key.AppName, g.key.UserID)
+		st, err := f.cache.UserStateRev(ctx, g.key.App, g.key.User)
 		if err != nil {
 			return nil, err
 		}
@@ -316,11 +316,11 @@ func (s *Store) WriteAppState(ctx context.Context, rd *cache.Store, app string) 
 // of appends whose entries carried does not name (nil: none).
 func (sb *shardBatch) addUserWrites(changes []cache.Change, carried map[string]bool) {
 	for _, c := range changes {
-		if c.UserDelta == nil || (c.Kind != base.ChangeCreate && (c.Kind != base.ChangeAppend || carried[c.ID])) {
+		if c.UserDelta == nil || (c.Kind != base.ChangeCreate && (c.Kind != base.ChangeAppend || carried[c.EntryID])) {
 			continue
 		}
-		w := UserWrite{Key: SessionKey{AppName: c.App, UserID: c.User, SessionID: c.SID}, Incarnation: c.Incarnation,
-			LogPos: sb.logPos[c.ID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
+		w := UserWrite{Key: c.SessionRef, Incarnation: c.Incarnation,
+			LogPos: sb.logPos[c.EntryID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
 		if c.Kind == base.ChangeAppend {
 			w.Seq, w.Ts, w.EventID = c.Seq, c.Ts, c.EventID
 		}
@@ -331,7 +331,7 @@ func (sb *shardBatch) addUserWrites(changes []cache.Change, carried map[string]b
 	}
 }
 
-func (sb *shardBatch) addMark(k SessionKey, m cache.Flushed) {
+func (sb *shardBatch) addMark(k base.SessionRef, m cache.Flushed) {
 	sb.marks = append(sb.marks, m)
 	sb.markOf[k] = append(sb.markOf[k], len(sb.marks)-1)
 }
@@ -375,7 +375,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	if r.CreateState != "" {
 		if err := json.Unmarshal([]byte(r.CreateState), &up.CreateState); err != nil {
 			for _, c := range g.changes {
-				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of %s: %v", base.SessionName(ref.App, ref.User, ref.SID), err),
+				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of %s: %v", base.SessionName(ref.App, ref.User, ref.ID), err),
 					map[string]any{"events_written": false})
 			}
 			return
@@ -404,7 +404,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		c, logged := entryOf(g, e.Seq, row.ID)
 		row.LogPos = len(sb.logPos) // logged after the batch read the log: after every entry it holds
 		if logged {
-			row.LogPos = sb.logPos[c.ID]
+			row.LogPos = sb.logPos[c.EntryID]
 		} else {
 			c = changeOf(g, e.Seq, e.Ts)
 		}
@@ -413,7 +413,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		sb.events[g.key][e.Seq] = e.JSON
 	}
 	for _, e := range r.BadEvents {
-		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", base.SessionName(ref.App, ref.User, ref.SID), e.Err),
+		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", base.SessionName(ref.App, ref.User, ref.ID), e.Err),
 			map[string]any{"member": e.Member})
 	}
 	g.carried = carriedAppends(g, up.Events)
@@ -439,7 +439,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	if userRev >= 0 {
 		userFlush = r.User.Flush
 	}
-	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev,
+	sb.addMark(g.key, cache.Flushed{SessionRef: ref.SessionRef, Incarnation: ref.Incarnation, Seq: seq, UserRev: userRev,
 		Hold: -heldChanges(g.changes), EventID: lastID, UserFlush: userFlush})
 }
 
@@ -458,7 +458,7 @@ func carriedAppends(g *sessionChanges, rows []EventRow) map[string]bool {
 	for _, c := range g.changes {
 		if row := bySeq[c.Seq]; c.Kind == base.ChangeAppend && row != nil &&
 			row.Timestamp.UnixMicro() == c.Ts && (c.EventID == "" || c.EventID == row.ID) {
-			carried[c.ID] = true
+			carried[c.EntryID] = true
 		}
 	}
 	return carried
@@ -491,7 +491,7 @@ func (sb *shardBatch) carryUser(ref cache.FlushRef, g *sessionChanges, st cache.
 		return
 	}
 	sb.userMark[base.StateOwner{App: ref.App, User: ref.User}] = len(sb.marks)
-	sb.addMark(g.key, cache.Flushed{App: ref.App, User: ref.User, SID: ref.SID, Incarnation: ref.Incarnation, Seq: -1,
+	sb.addMark(g.key, cache.Flushed{SessionRef: ref.SessionRef, Incarnation: ref.Incarnation, Seq: -1,
 		UserRev: st.Rev, UserFlush: st.Flush})
 }
 
@@ -525,10 +525,10 @@ func (sb *shardBatch) rebased(o Outcome) {
 		}
 	}
 	for _, u := range o.RebasedUsers {
-		uk := base.StateOwner{App: u.AppName, User: u.UserID}
+		uk := base.StateOwner{App: u.App, User: u.User}
 		i, ok := sb.userMark[uk]
 		if !ok {
-			i = slices.IndexFunc(sb.marks, func(m cache.Flushed) bool { return m.App == u.AppName && m.User == u.UserID })
+			i = slices.IndexFunc(sb.marks, func(m cache.Flushed) bool { return m.App == u.App && m.User == u.User })
 		}
 		if i < 0 {
 			continue
@@ -547,7 +547,7 @@ func (sb *shardBatch) rebased(o Outcome) {
 
 // eventRow makes the events row of a cached event: one parse of its JSON
 // gives the storage form and the id and invocation id.
-func eventRow(k SessionKey, e cache.EventRecord) (EventRow, error) {
+func eventRow(k base.SessionRef, e cache.EventRecord) (EventRow, error) {
 	id, inv, data, err := eventjson.StorageEvent([]byte(e.JSON))
 	if err != nil {
 		return EventRow{}, fmt.Errorf("event %d of %s: %w", e.Seq, k, err)
@@ -573,7 +573,7 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 			changes := sb.groups[r.Key].changes
 			dead := 0
 			for _, c := range changes {
-				if !sb.deadEntry[c.ID] {
+				if !sb.deadEntry[c.EntryID] {
 					dead++
 				}
 				sb.deadLetter(c, cache.DeadSession, r.Err.Error(), map[string]any{"events_written": r.EventsWritten})
@@ -589,7 +589,7 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 			sb.deadLetter(changeOf(g, r.Seq, 0), cache.DeadEvent, r.Err.Error(),
 				map[string]any{"seq": r.Seq, "event": sb.events[r.Key][r.Seq]})
 		case UnitUserState, UnitAppState:
-			k := base.StateOwner{App: r.Key.AppName, User: r.Key.UserID}
+			k := base.StateOwner{App: r.Key.App, User: r.Key.User}
 			if sb.refused[k] {
 				continue
 			}
@@ -632,7 +632,7 @@ func (sb *shardBatch) conflicts(cs []Conflict) {
 			continue
 		}
 		c := changeOf(g, x.Seq, 0)
-		if c.Kind != base.ChangeAppend || c.Seq != x.Seq || sb.deadEntry[c.ID] || (x.After > 0 && loggedAt(c.ID) <= x.After) {
+		if c.Kind != base.ChangeAppend || c.Seq != x.Seq || sb.deadEntry[c.EntryID] || (x.After > 0 && loggedAt(c.EntryID) <= x.After) {
 			continue
 		}
 		sb.written[x.Key]--
@@ -655,7 +655,7 @@ func loggedAt(id string) int64 {
 // anyChangeOf returns a change of the batch of owner k (of any user of the app when k is the app).
 func (sb *shardBatch) anyChangeOf(k base.StateOwner) cache.Change {
 	for key, g := range sb.groups {
-		if key.AppName == k.App && (k.IsApp() || key.UserID == k.User) {
+		if key.App == k.App && (k.IsApp() || key.User == k.User) {
 			return g.changes[len(g.changes)-1]
 		}
 	}

@@ -27,7 +27,7 @@ func (r *fakeRedis) ReadForFlush(_ context.Context, refs []cache.FlushRef) ([]ca
 	r.refs = append(r.refs, refs...)
 	out := make([]cache.FlushRead, len(refs))
 	for i, ref := range refs {
-		out[i] = r.reads[ref.SID]
+		out[i] = r.reads[ref.ID]
 	}
 	return out, nil
 }
@@ -60,25 +60,25 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	}
 	f := &Flusher{cache: rd}
 	changes := []cache.Change{
-		{ID: "1-0", Kind: base.ChangeCreate, App: "app", User: "u", SID: "s1", Incarnation: inc},
-		{ID: "2-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 1, Ts: 10,
+		{EntryID: "1-0", Kind: base.ChangeCreate, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc},
+		{EntryID: "2-0", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 1, Ts: 10,
 			AppDelta: []cache.Pair{{Key: "a", Value: `2`}}, AppOrder: 7, EventID: "e1"},
-		{ID: "3-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s2", Incarnation: inc, Seq: 1, Ts: 15},
-		{ID: "4-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20,
+		{EntryID: "3-0", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s2"}, Incarnation: inc, Seq: 1, Ts: 15},
+		{EntryID: "4-0", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 2, Ts: 20,
 			UserDelta: []cache.Pair{{Key: "carried", Value: `1`}}, EventID: "e2"},
 		// Another event at e2's seq and time, which an older copy of s1
 		// numbered e2 over, and one after the last the read returned: Redis
 		// lost both since (their user: writes are in the user's hash).
-		{ID: "4-1", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20,
+		{EntryID: "4-1", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 2, Ts: 20,
 			UserDelta: []cache.Pair{{Key: "over", Value: `2`}}, EventID: "lost-over"},
-		{ID: "6-1", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 4, Ts: 40,
+		{EntryID: "6-1", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 4, Ts: 40,
 			UserDelta: []cache.Pair{{Key: "after", Value: `4`}}, EventID: "lost-after"},
-		{ID: "5-0", Kind: base.ChangeDelete, App: "app", User: "u", SID: "s2", Incarnation: inc},
-		{ID: "6-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 3, Ts: 30},
-		{ID: "7-0", Kind: base.ChangeCreate, App: "app", User: "u", SID: "s3", Incarnation: inc2,
+		{EntryID: "5-0", Kind: base.ChangeDelete, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s2"}, Incarnation: inc},
+		{EntryID: "6-0", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 3, Ts: 30},
+		{EntryID: "7-0", Kind: base.ChangeCreate, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s3"}, Incarnation: inc2,
 			UserDelta: []cache.Pair{{Key: "u0", Value: `true`}}},
 	}
-	bad := []cache.DeadLetter{{Change: cache.Change{ID: "0-1"}, Unit: cache.DeadEvent, Reason: "unreadable entry"}}
+	bad := []cache.DeadLetter{{Change: cache.Change{EntryID: "0-1"}, Unit: cache.DeadEvent, Reason: "unreadable entry"}}
 	sb, err := f.buildBatch(context.Background(), 4, changes, bad)
 	if err != nil {
 		t.Fatal(err)
@@ -87,14 +87,14 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	// What it read: s1's appends' time range with its create-time state,
 	// s3's create; nothing of s2, whose delete ends the batch's changes.
 	wantRefs := []cache.FlushRef{
-		{App: "app", User: "u", SID: "s1", Incarnation: inc, MinTs: 10, MaxTs: 40, Create: true},
-		{App: "app", User: "u", SID: "s3", Incarnation: inc2, MinTs: 1, MaxTs: 0, Create: true},
+		{SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, MinTs: 10, MaxTs: 40, Create: true},
+		{SessionRef: base.SessionRef{App: "app", User: "u", ID: "s3"}, Incarnation: inc2, MinTs: 1, MaxTs: 0, Create: true},
 	}
 	if !jsonEqual(t, rd.refs, wantRefs) {
 		t.Errorf("refs %s, want %s", mustJSON(t, rd.refs), mustJSON(t, wantRefs))
 	}
 	b := sb.batch
-	if len(b.Deletes) != 1 || b.Deletes[0].Key.SessionID != "s2" || b.Deletes[0].Incarnation != inc {
+	if len(b.Deletes) != 1 || b.Deletes[0].Key.ID != "s2" || b.Deletes[0].Incarnation != inc {
 		t.Errorf("deletes %+v, want s2's", b.Deletes)
 	}
 	if len(b.Sessions) != 1 {
@@ -106,13 +106,13 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 		ids = append(ids, e.ID)
 	}
 	// e3's JSON is no event: dead-lettered, the row's rev the last seq read.
-	if up.Key.SessionID != "s1" || up.Rev != 3 || len(ids) != 2 || ids[0] != "e1" || ids[1] != "e2" {
-		t.Errorf("upsert of %s at rev %d with %v, want s1 at rev 3 with [e1 e2]", up.Key.SessionID, up.Rev, ids)
+	if up.Key.ID != "s1" || up.Rev != 3 || len(ids) != 2 || ids[0] != "e1" || ids[1] != "e2" {
+		t.Errorf("upsert of %s at rev %d with %v, want s1 at rev 3 with [e1 e2]", up.Key.ID, up.Rev, ids)
 	}
 	if string(up.CreateState["k"]) != "0" || string(up.State["k"]) != "1" {
 		t.Errorf("state %s, create state %s", mustJSON(t, up.State), mustJSON(t, up.CreateState))
 	}
-	if len(b.Voided) != 1 || b.Voided[0].Key.SessionID != "s3" {
+	if len(b.Voided) != 1 || b.Voided[0].Key.ID != "s3" {
 		t.Errorf("voided %+v, want s3's create (gone since)", b.Voided)
 	}
 	// The writes no event of the batch carries: the two s1 lost, and s3's
@@ -120,7 +120,7 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	var writes []string
 	for _, w := range b.UserWrites {
 		for k, v := range w.Delta {
-			writes = append(writes, fmt.Sprintf("%s %d %s %s=%s", w.Key.SessionID, w.Seq, w.EventID, k, v))
+			writes = append(writes, fmt.Sprintf("%s %d %s %s=%s", w.Key.ID, w.Seq, w.EventID, k, v))
 		}
 	}
 	if want := []string{"s1 2 lost-over over=2", "s1 4 lost-after after=4", "s3 0  u0=true"}; !slices.Equal(writes, want) {
@@ -137,7 +137,7 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	// with the user's revision.
 	var marks []string
 	for _, m := range sb.marks {
-		marks = append(marks, mustJSON(t, map[string]any{"sid": m.SID, "seq": m.Seq, "deleted": m.Deleted, "user": m.UserRev}))
+		marks = append(marks, mustJSON(t, map[string]any{"sid": m.ID, "seq": m.Seq, "deleted": m.Deleted, "user": m.UserRev}))
 	}
 	wantMarks := []string{
 		mustJSON(t, map[string]any{"sid": "s2", "seq": -1, "deleted": true, "user": -1}),
@@ -150,7 +150,7 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 	if len(sb.ids) != len(changes)+1 {
 		t.Errorf("%d entries acknowledged, want %d", len(sb.ids), len(changes)+1)
 	}
-	if len(sb.dead) != 2 || sb.dead[0].Change.ID != "0-1" || sb.dead[1].Change.ID != "6-0" || sb.dead[1].Unit != cache.DeadEvent {
+	if len(sb.dead) != 2 || sb.dead[0].Change.EntryID != "0-1" || sb.dead[1].Change.EntryID != "6-0" || sb.dead[1].Unit != cache.DeadEvent {
 		t.Errorf("dead letters %+v, want the unreadable entry and e3's", sb.dead)
 	}
 }
@@ -159,7 +159,7 @@ func TestBuildBatchWithoutRedis(t *testing.T) {
 // writes nothing.
 func TestBuildBatchReadError(t *testing.T) {
 	f := &Flusher{cache: &failingReader{}}
-	_, err := f.buildBatch(context.Background(), 0, []cache.Change{{ID: "1-0", Kind: base.ChangeCreate, App: "a", User: "u", SID: "s", Incarnation: 1}}, nil)
+	_, err := f.buildBatch(context.Background(), 0, []cache.Change{{EntryID: "1-0", Kind: base.ChangeCreate, SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, Incarnation: 1}}, nil)
 	if !errors.Is(err, errRead) {
 		t.Fatalf("got %v, want the read's error", err)
 	}
@@ -207,10 +207,10 @@ func TestBuildBatchLogPositions(t *testing.T) {
 	}}
 	f := &Flusher{cache: rd}
 	changes := []cache.Change{
-		{ID: "1-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20},
-		{ID: "2-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 1, Ts: 10,
+		{EntryID: "1-0", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 2, Ts: 20},
+		{EntryID: "2-0", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 1, Ts: 10,
 			UserDelta: []cache.Pair{{Key: "k", Value: `1`}}, EventID: "e1"},
-		{ID: "3-0", Kind: base.ChangeAppend, App: "app", User: "u", SID: "s1", Incarnation: inc, Seq: 2, Ts: 20,
+		{EntryID: "3-0", Kind: base.ChangeAppend, SessionRef: base.SessionRef{App: "app", User: "u", ID: "s1"}, Incarnation: inc, Seq: 2, Ts: 20,
 			UserDelta: []cache.Pair{{Key: "k", Value: `2`}}, EventID: "e2"},
 	}
 	sb, err := f.buildBatch(context.Background(), 4, changes, nil)

@@ -344,7 +344,7 @@ func (f *Flusher) finish(ctx context.Context, sb *shardBatch) error {
 		return err
 	}
 	for _, d := range sb.dead {
-		f.opts.Logger.Error("adksession flusher: dead-lettered", "shard", sb.shard, "id", d.Change.ID, "unit", d.Unit, "reason", d.Reason)
+		f.opts.Logger.Error("adksession flusher: dead-lettered", "shard", sb.shard, "id", d.Change.EntryID, "unit", d.Unit, "reason", d.Reason)
 	}
 	if err := f.cache.Ack(ctx, sb.shard, sb.ids, sb.dead); err != nil {
 		return err

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // SessionSummary is a session without its events.
 type SessionSummary struct {
-	Key                    SessionKey
+	Key                    base.SessionRef
 	Incarnation, Rev       int64 // as in LoadedSession
 	State                  map[string]json.RawMessage
 	CreateTime, UpdateTime time.Time
@@ -45,7 +47,7 @@ type listRow struct {
 // (zero: from the start); deleted ones are left out. The next page starts
 // after the last key returned. Byte order (COLLATE "C" on Postgres) is the
 // order of Redis's app index, so that listings merge the two.
-func (s *Store) ListSessions(ctx context.Context, app string, after SessionKey, limit int) (*Listing, error) {
+func (s *Store) ListSessions(ctx context.Context, app string, after base.SessionRef, limit int) (*Listing, error) {
 	q, args := s.d.listQuery(app, after, limit)
 	var rows []listRow
 	if err := s.rd.SelectContext(ctx, &rows, q, args...); err != nil {
@@ -54,19 +56,19 @@ func (s *Store) ListSessions(ctx context.Context, app string, after SessionKey, 
 	out := &Listing{Users: map[string]map[string]json.RawMessage{}}
 	for i := range rows {
 		r := &rows[i]
-		out.add(SessionKey{AppName: app, UserID: r.UserID, SessionID: r.SessionID}, &r.sessionRow, r.UserState)
+		out.add(base.SessionRef{App: app, User: r.UserID, ID: r.SessionID}, &r.sessionRow, r.UserState)
 	}
 	return out, nil
 }
 
 // listQuery is the query of ListSessions and its arguments.
-func (d *dialect) listQuery(app string, after SessionKey, limit int) (string, []any) {
+func (d *dialect) listQuery(app string, after base.SessionRef, limit int) (string, []any) {
 	c := d.byteOrder
 	q := `SELECT ` + listColumns + ` ` + sessionFrom + listUsers + `
 WHERE s.app_name = ? AND ` + sessionLive
 	args := []any{app}
-	if after != (SessionKey{}) {
-		args = append(args, after.UserID, after.SessionID)
+	if after != (base.SessionRef{}) {
+		args = append(args, after.User, after.ID)
 		q += ` AND (s.user_id` + c + `, s.id` + c + `) > (?, ?)`
 	}
 	return d.rebind(q + ` ORDER BY s.user_id` + c + `, s.id` + c + ` LIMIT ?`), append(args, limit)
@@ -75,14 +77,14 @@ WHERE s.app_name = ? AND ` + sessionLive
 // ReadSessions reads, in one query, the sessions of app named by keys
 // (those the database has and has not deleted) and the state of every user
 // they name.
-func (s *Store) ReadSessions(ctx context.Context, app string, keys []SessionKey) (*Listing, error) {
+func (s *Store) ReadSessions(ctx context.Context, app string, keys []base.SessionRef) (*Listing, error) {
 	out := &Listing{Users: map[string]map[string]json.RawMessage{}}
 	if len(keys) == 0 {
 		return out, nil
 	}
 	users, ids := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
-		users[i], ids[i] = k.UserID, k.SessionID
+		users[i], ids[i] = k.User, k.ID
 	}
 	args, err := s.d.bind(users, ids)
 	if err != nil {
@@ -100,9 +102,9 @@ LEFT JOIN adksession_sessions AS t
 		return nil, fmt.Errorf("read sessions of app %q: %w", app, err)
 	}
 	for _, r := range rows {
-		key := SessionKey{AppName: app, UserID: r.UserID, SessionID: r.SessionID}
+		key := base.SessionRef{App: app, User: r.UserID, ID: r.SessionID}
 		if !r.Found {
-			out.addUser(key.UserID, r.UserState)
+			out.addUser(key.User, r.UserState)
 			continue
 		}
 		out.add(key, &sessionRow{State: r.State, Created: r.Created.V, Updated: r.Updated.V,
@@ -126,9 +128,9 @@ type readRow struct {
 	Rev         int64            `db:"rev"`
 }
 
-func (l *Listing) add(key SessionKey, r *sessionRow, user stateColumn) {
+func (l *Listing) add(key base.SessionRef, r *sessionRow, user stateColumn) {
 	l.Sessions = append(l.Sessions, r.summary(key))
-	l.addUser(key.UserID, user)
+	l.addUser(key.User, user)
 }
 
 func (l *Listing) addUser(user string, state stateColumn) {

@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/integration/testenv"
 )
 
 // listAll pages through ListSessions, size at a time.
-func listAll(t *testing.T, s *Store, app string, size int) []SessionKey {
+func listAll(t *testing.T, s *Store, app string, size int) []base.SessionRef {
 	t.Helper()
-	var all []SessionKey
-	var after SessionKey
+	var all []base.SessionRef
+	var after base.SessionRef
 	for {
 		page, err := s.ListSessions(context.Background(), app, after, size)
 		must(t, err)
@@ -37,7 +38,7 @@ func listAll(t *testing.T, s *Store, app string, size int) []SessionKey {
 }
 
 // lk is a session key of app "app".
-func lk(user, id string) SessionKey { return SessionKey{"app", user, id} }
+func lk(user, id string) base.SessionRef { return base.SessionRef{App: "app", User: user, ID: id} }
 
 // listFixture writes sessions for the listing tests: of app "app", u1/s1,
 // u1/s3 (rev 2), u2/s1 (rev 4), u3/adk (written by ADK, 2 events) and
@@ -45,7 +46,7 @@ func lk(user, id string) SessionKey { return SessionKey{"app", user, id} }
 func listFixture(t *testing.T, s *Store) {
 	apply(t, s, &Batch{Sessions: []SessionUpsert{
 		upsert(lk("u1", "s3"), inc1, 0, 2), upsert(lk("u1", "s1"), inc1, 0, 0), upsert(lk("u1", "s2"), inc1, 0, 1),
-		upsert(lk("u2", "s1"), inc2, 0, 4), upsert(SessionKey{"other", "u1", "s9"}, inc1, 0, 0),
+		upsert(lk("u2", "s1"), inc2, 0, 4), upsert(base.SessionRef{App: "other", User: "u1", ID: "s9"}, inc1, 0, 0),
 	}, UserStates: []StateUpsert{{AppName: "app", UserID: "u1", Rev: 1, State: state(1), UpdateTime: time.UnixMicro(inc1)}}})
 	apply(t, s, &Batch{Deletes: []SessionDelete{{lk("u1", "s2"), inc1, 0}}})
 	insertADKSession(t, s, lk("u3", "adk"), 2)
@@ -55,7 +56,7 @@ func TestListSessions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		s := migrated(t, b)
 		listFixture(t, s)
-		want := []SessionKey{lk("u1", "s1"), lk("u1", "s3"), lk("u2", "s1"), lk("u3", "adk")}
+		want := []base.SessionRef{lk("u1", "s1"), lk("u1", "s3"), lk("u2", "s1"), lk("u3", "adk")}
 		for _, size := range []int{1, 2, 3, 10} {
 			same(t, "app-wide list", listAll(t, s, "app", size), want)
 		}
@@ -87,20 +88,20 @@ func TestListSessionsByteOrder(t *testing.T) {
 		}
 		s, _ := migratedAt(t, backend{name: b.name, newURL: newURL})
 		var ups []SessionUpsert
-		var want []SessionKey
+		var want []base.SessionRef
 		for _, u := range byteOrderIDs {
 			for _, id := range byteOrderIDs {
-				k := SessionKey{"app", u, id}
+				k := base.SessionRef{App: "app", User: u, ID: id}
 				ups = append(ups, upsert(k, inc1, 0, 0))
 				want = append(want, k)
 			}
 		}
 		apply(t, s, &Batch{Sessions: ups})
-		slices.SortFunc(want, func(a, b SessionKey) int {
-			if c := strings.Compare(a.UserID, b.UserID); c != 0 {
+		slices.SortFunc(want, func(a, b base.SessionRef) int {
+			if c := strings.Compare(a.User, b.User); c != 0 {
 				return c
 			}
-			return strings.Compare(a.SessionID, b.SessionID)
+			return strings.Compare(a.ID, b.ID)
 		})
 		same(t, "byte order", keyList(listAll(t, s, "app", 7)), keyList(want))
 		times, err := s.SessionTimes(context.Background(), "app", "B")
@@ -110,10 +111,10 @@ func TestListSessionsByteOrder(t *testing.T) {
 }
 
 // keyList renders keys compactly, for readable failures.
-func keyList(keys []SessionKey) string {
+func keyList(keys []base.SessionRef) string {
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%q/%q ", k.UserID, k.SessionID)
+		fmt.Fprintf(&b, "%q/%q ", k.User, k.ID)
 	}
 	return b.String()
 }
@@ -146,16 +147,16 @@ func TestReadSessions(t *testing.T) {
 		s := migrated(t, b)
 		ctx := context.Background()
 		listFixture(t, s)
-		got, err := s.ReadSessions(ctx, "app", []SessionKey{
+		got, err := s.ReadSessions(ctx, "app", []base.SessionRef{
 			lk("u1", "s1"), lk("u1", "s2"), lk("u1", "s9"), lk("u2", "s1"), lk("u3", "adk"), lk("u4", "never"), lk("u1", "s1"),
 		})
 		must(t, err)
-		var keys []SessionKey
+		var keys []base.SessionRef
 		for _, s := range got.Sessions {
 			keys = append(keys, s.Key)
 		}
-		slices.SortFunc(keys, func(a, b SessionKey) int { return strings.Compare(a.UserID+"/"+a.SessionID, b.UserID+"/"+b.SessionID) })
-		same(t, "found", keys, []SessionKey{lk("u1", "s1"), lk("u1", "s1"), lk("u2", "s1"), lk("u3", "adk")})
+		slices.SortFunc(keys, func(a, b base.SessionRef) int { return strings.Compare(a.User+"/"+a.ID, b.User+"/"+b.ID) })
+		same(t, "found", keys, []base.SessionRef{lk("u1", "s1"), lk("u1", "s1"), lk("u2", "s1"), lk("u3", "adk")})
 		for _, sum := range got.Sessions {
 			switch sum.Key {
 			case lk("u2", "s1"):
@@ -201,7 +202,7 @@ func TestListUsesIndex(t *testing.T) {
 		}
 		var ups []SessionUpsert
 		for i := range 2000 {
-			ups = append(ups, upsert(SessionKey{"app", fmt.Sprint("u", i%100), fmt.Sprint("s", i)}, inc1, 0, 0))
+			ups = append(ups, upsert(base.SessionRef{App: "app", User: fmt.Sprint("u", i%100), ID: fmt.Sprint("s", i)}, inc1, 0, 0))
 		}
 		apply(t, s, &Batch{Sessions: ups})
 		if s.Dialect() == "postgres" {
@@ -212,8 +213,8 @@ func TestListUsesIndex(t *testing.T) {
 		if s.Dialect() == "sqlite" {
 			index = "sqlite_autoindex_sessions_1" // the primary key (app_name, user_id, id)
 		}
-		first, firstArgs := s.d.listQuery("app", SessionKey{}, 10)
-		next, nextArgs := s.d.listQuery("app", SessionKey{"app", "u", "s"}, 10)
+		first, firstArgs := s.d.listQuery("app", base.SessionRef{}, 10)
+		next, nextArgs := s.d.listQuery("app", base.SessionRef{App: "app", User: "u", ID: "s"}, 10)
 		queries := []struct {
 			name, q string
 			args    []any

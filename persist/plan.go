@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // tracked is a session's bookkeeping row (adksession_sessions).
@@ -22,16 +24,16 @@ type stateKey struct{ app, user string }
 
 // trackedRow is a bookkeeping row to write.
 type trackedRow struct {
-	key SessionKey
+	key base.SessionRef
 	tracked
 }
 
 // plan is what a batch writes once it is decided against the bookkeeping
 // rows: only what applies, one entry per key, sorted by key.
 type plan struct {
-	purge       []SessionKey     // sessions rows to delete, with their events
-	sessions    []*SessionUpsert // sessions rows to upsert
-	events      []EventRow       // events to insert, Key set to their session
+	purge       []base.SessionRef // sessions rows to delete, with their events
+	sessions    []*SessionUpsert  // sessions rows to upsert
+	events      []EventRow        // events to insert, Key set to their session
 	tracked     []trackedRow
 	ensureApps  []stateSeed // app_states rows to create as {} if missing
 	ensureUsers []stateSeed // user_states rows to create as {} if missing
@@ -41,7 +43,7 @@ type plan struct {
 	// known are the upserted sessions whose row of the same incarnation is
 	// in the database already (ApplyEach writes their events even when it
 	// cannot write their row).
-	known map[SessionKey]bool
+	known map[base.SessionRef]bool
 	// conflicts are the events of the upserts that do not apply because
 	// the database deleted their session (or holds a later incarnation):
 	// acknowledged by an older copy in Redis, they are dead-lettered.
@@ -74,16 +76,16 @@ type stateRev struct {
 // incarnation) or holds at a later one are reported in p.conflicts: Redis
 // came back with an older copy of the session, and an event it acknowledged
 // after the delete (or the new create) cannot be written.
-func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]int64) *plan {
+func planBatch(b *Batch, sessions map[base.SessionRef]tracked, states map[stateKey]int64) *plan {
 	cur := maps.Clone(sessions)
 	if cur == nil {
-		cur = map[SessionKey]tracked{}
+		cur = map[base.SessionRef]tracked{}
 	}
-	purge := map[SessionKey]bool{}
-	upserts := map[SessionKey]*SessionUpsert{}
-	events := map[SessionKey][]EventRow{}
-	touched := map[SessionKey]bool{}
-	known := map[SessionKey]bool{}
+	purge := map[base.SessionRef]bool{}
+	upserts := map[base.SessionRef]*SessionUpsert{}
+	events := map[base.SessionRef][]EventRow{}
+	touched := map[base.SessionRef]bool{}
+	known := map[base.SessionRef]bool{}
 	var conflicts []Conflict
 
 	for _, d := range b.Deletes {
@@ -132,8 +134,8 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 	apps := map[stateKey]time.Time{}
 	users := map[stateKey]time.Time{}
 	for _, v := range b.Voided {
-		seed(apps, stateKey{app: v.Key.AppName}, v.Created)
-		seed(users, stateKey{app: v.Key.AppName, user: v.Key.UserID}, v.Created)
+		seed(apps, stateKey{app: v.Key.App}, v.Created)
+		seed(users, stateKey{app: v.Key.App, user: v.Key.User}, v.Created)
 	}
 	for _, k := range sortedKeys(upserts, compareSessionKeys) {
 		u := upserts[k]
@@ -142,8 +144,8 @@ func planBatch(b *Batch, sessions map[SessionKey]tracked, states map[stateKey]in
 			e.Key = k
 			p.events = append(p.events, e)
 		}
-		seed(apps, stateKey{app: k.AppName}, u.CreateTime)
-		seed(users, stateKey{app: k.AppName, user: k.UserID}, u.CreateTime)
+		seed(apps, stateKey{app: k.App}, u.CreateTime)
+		seed(users, stateKey{app: k.App, user: k.User}, u.CreateTime)
 	}
 	for _, k := range sortedKeys(touched, compareSessionKeys) {
 		p.tracked = append(p.tracked, trackedRow{key: k, tracked: cur[k]})
@@ -207,8 +209,8 @@ func sortedKeys[K comparable, V any](m map[K]V, cmp func(a, b K) int) []K {
 	return slices.SortedFunc(maps.Keys(m), cmp)
 }
 
-func compareSessionKeys(a, b SessionKey) int {
-	return cmp.Or(cmp.Compare(a.AppName, b.AppName), cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.SessionID, b.SessionID))
+func compareSessionKeys(a, b base.SessionRef) int {
+	return cmp.Or(cmp.Compare(a.App, b.App), cmp.Compare(a.User, b.User), cmp.Compare(a.ID, b.ID))
 }
 
 func compareStateKeys(a, b stateKey) int {

@@ -3,20 +3,22 @@ package persist
 import (
 	"strconv"
 	"testing"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 func TestPlanBatch(t *testing.T) {
 	a, b := skey("a"), skey("b")
-	ups := func(k SessionKey, inc, rev int64) SessionUpsert { return upsert(k, inc, rev, rev) }
+	ups := func(k base.SessionRef, inc, rev int64) SessionUpsert { return upsert(k, inc, rev, rev) }
 	type want struct {
-		purge    []SessionKey
+		purge    []base.SessionRef
 		sessions []string // "id inc rev"
 		events   []string
 		tracked  []trackedRow
 	}
 	for _, tc := range []struct {
 		name    string
-		tracked map[SessionKey]tracked
+		tracked map[base.SessionRef]tracked
 		batch   Batch
 		want    want
 	}{
@@ -28,61 +30,61 @@ func TestPlanBatch(t *testing.T) {
 		},
 		{
 			name:    "same incarnation, same rev applies again",
-			tracked: map[SessionKey]tracked{a: {inc1, 3, false, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc1, 3, false, 0}},
 			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 3)}},
 			want: want{sessions: []string{"a 1 3"}, events: []string{eventID(inc1, 3)},
 				tracked: []trackedRow{{a, tracked{inc1, 3, false, 0}}}},
 		},
 		{
 			name:    "older rev writes nothing",
-			tracked: map[SessionKey]tracked{a: {inc1, 4, false, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc1, 4, false, 0}},
 			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 3)}},
 		},
 		{
 			name:    "deleted incarnation is not resurrected",
-			tracked: map[SessionKey]tracked{a: {inc1, 3, true, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc1, 3, true, 0}},
 			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 9)}},
 		},
 		{
 			name:    "older incarnation writes nothing",
-			tracked: map[SessionKey]tracked{a: {inc2, 0, false, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc2, 0, false, 0}},
 			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc1, 9)}},
 		},
 		{
 			name:    "later incarnation purges the earlier one",
-			tracked: map[SessionKey]tracked{a: {inc1, 7, false, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc1, 7, false, 0}},
 			batch:   Batch{Sessions: []SessionUpsert{ups(a, inc2, 1)}},
-			want: want{purge: []SessionKey{a}, sessions: []string{"a 2 1"}, events: []string{eventID(inc2, 1)},
+			want: want{purge: []base.SessionRef{a}, sessions: []string{"a 2 1"}, events: []string{eventID(inc2, 1)},
 				tracked: []trackedRow{{a, tracked{inc2, 1, false, 0}}}},
 		},
 		{
 			name:    "delete keeps the tracked rev",
-			tracked: map[SessionKey]tracked{a: {inc1, 7, false, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc1, 7, false, 0}},
 			batch:   Batch{Deletes: []SessionDelete{{a, inc1, 0}}},
-			want:    want{purge: []SessionKey{a}, tracked: []trackedRow{{a, tracked{inc1, 7, true, 0}}}},
+			want:    want{purge: []base.SessionRef{a}, tracked: []trackedRow{{a, tracked{inc1, 7, true, 0}}}},
 		},
 		{
 			name:  "delete of an untracked session",
 			batch: Batch{Deletes: []SessionDelete{{a, inc1, 0}}},
-			want:  want{purge: []SessionKey{a}, tracked: []trackedRow{{a, tracked{inc1, 0, true, 0}}}},
+			want:  want{purge: []base.SessionRef{a}, tracked: []trackedRow{{a, tracked{inc1, 0, true, 0}}}},
 		},
 		{
 			name:    "delete of an earlier incarnation is ignored",
-			tracked: map[SessionKey]tracked{a: {inc2, 1, false, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc2, 1, false, 0}},
 			batch:   Batch{Deletes: []SessionDelete{{a, inc1, 0}}},
 		},
 		{
 			name:    "delete then re-create in one batch",
-			tracked: map[SessionKey]tracked{a: {inc1, 7, false, 0}},
+			tracked: map[base.SessionRef]tracked{a: {inc1, 7, false, 0}},
 			batch: Batch{Deletes: []SessionDelete{{a, inc1, 0}},
 				Sessions: []SessionUpsert{ups(a, inc1, 8), ups(a, inc2, 1)}},
-			want: want{purge: []SessionKey{a}, sessions: []string{"a 2 1"}, events: []string{eventID(inc2, 1)},
+			want: want{purge: []base.SessionRef{a}, sessions: []string{"a 2 1"}, events: []string{eventID(inc2, 1)},
 				tracked: []trackedRow{{a, tracked{inc2, 1, false, 0}}}},
 		},
 		{
 			name:  "two incarnations in one batch keep the later one's events",
 			batch: Batch{Sessions: []SessionUpsert{ups(a, inc1, 1), ups(a, inc2, 1), ups(b, inc1, 1), ups(b, inc1, 2)}},
-			want: want{purge: []SessionKey{a}, sessions: []string{"a 2 1", "b 1 2"},
+			want: want{purge: []base.SessionRef{a}, sessions: []string{"a 2 1", "b 1 2"},
 				events:  []string{eventID(inc2, 1), eventID(inc1, 1), eventID(inc1, 2)},
 				tracked: []trackedRow{{a, tracked{inc2, 1, false, 0}}, {b, tracked{inc1, 2, false, 0}}}},
 		},
@@ -93,7 +95,7 @@ func TestPlanBatch(t *testing.T) {
 			got.purge = p.purge
 			for _, u := range p.sessions {
 				inc := map[int64]string{inc1: "1", inc2: "2"}[u.Incarnation]
-				got.sessions = append(got.sessions, u.Key.SessionID+" "+inc+" "+itoa(u.Rev))
+				got.sessions = append(got.sessions, u.Key.ID+" "+inc+" "+itoa(u.Rev))
 			}
 			for _, e := range p.events {
 				got.events = append(got.events, e.ID)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // The database side of a prune (service.Prune, docs/operations.md
@@ -19,7 +21,7 @@ import (
 
 // PruneCandidate is an idle session as the database holds it.
 type PruneCandidate struct {
-	Key SessionKey
+	Key base.SessionRef
 	// Incarnation and Rev are the bookkeeping's; for a session ADK wrote
 	// (Tracked false) its create time in µs and its number of events.
 	Incarnation, Rev int64
@@ -57,7 +59,7 @@ type PruneWalk struct {
 	// condition is an index condition only when it is there unconditionally).
 	first, next string
 	order       []string // primary-key columns
-	after       *SessionKey
+	after       *base.SessionRef
 	cutoff      string
 	app         string
 }
@@ -100,8 +102,8 @@ func (w *PruneWalk) Next(ctx context.Context, limit int) ([]PruneCandidate, erro
 	}
 	out := make([]PruneCandidate, len(rows))
 	for i, r := range rows {
-		sum := r.summary(r.SessionKey)
-		out[i] = PruneCandidate{Key: r.SessionKey, Incarnation: sum.Incarnation, Rev: sum.Rev,
+		sum := r.summary(r.SessionRef)
+		out[i] = PruneCandidate{Key: r.SessionRef, Incarnation: sum.Incarnation, Rev: sum.Rev,
 			Tracked: r.Incarnation.Valid, UpdateTime: sum.UpdateTime}
 	}
 	if len(out) > 0 {
@@ -116,7 +118,7 @@ func (w *PruneWalk) page(limit int) (string, []any) {
 	if w.after == nil {
 		return w.first, []any{w.cutoff, w.app, w.app, limit}
 	}
-	byName := map[string]string{"app_name": w.after.AppName, "user_id": w.after.UserID, "id": w.after.SessionID}
+	byName := map[string]string{"app_name": w.after.App, "user_id": w.after.User, "id": w.after.ID}
 	var args []any
 	for _, c := range w.order {
 		args = append(args, byName[c])
@@ -126,7 +128,7 @@ func (w *PruneWalk) page(limit int) (string, []any) {
 
 // keyedSessionRow is a sessionRow with its key.
 type keyedSessionRow struct {
-	SessionKey
+	base.SessionRef
 	sessionRow
 }
 
@@ -152,7 +154,7 @@ type PrunedSessions struct {
 	// Deleted are the sessions whose rows are gone (with their events and
 	// bookkeeping); Changed those updated since the walk read them (kept);
 	// Gone those the database no longer had.
-	Deleted, Changed, Gone []SessionKey
+	Deleted, Changed, Gone []base.SessionRef
 	// Events and Bytes count the deleted events and the stored size of the
 	// deleted JSON (event_data and session state).
 	Events, Bytes int64
@@ -182,7 +184,7 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 	if q := s.d.q.lockKeys; q != "" && !dryRun {
 		keys := make([]string, len(cands))
 		for i, cd := range cands {
-			keys[i] = lockKey("s", cd.Key.AppName, cd.Key.UserID, cd.Key.SessionID)
+			keys[i] = lockKey("s", cd.Key.App, cd.Key.User, cd.Key.ID)
 		}
 		if err := s.exec(ctx, tx.Tx, "lock sessions", q, keys); err != nil {
 			return nil, fmt.Errorf("prune sessions: %w", err)
@@ -202,7 +204,7 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 		default:
 			out.Deleted = append(out.Deleted, cd.Key)
 			out.Bytes += row.StateBytes.Int64
-			c.add(0, cd.Key.AppName).add(1, cd.Key.UserID).add(2, cd.Key.SessionID)
+			c.add(0, cd.Key.App).add(1, cd.Key.User).add(2, cd.Key.ID)
 		}
 	}
 	if len(out.Deleted) == 0 {
@@ -239,7 +241,7 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, cands []PruneCandidate, 
 
 // rechecked is a session row as DeleteIdleSessions reads it again.
 type rechecked struct {
-	SessionKey
+	base.SessionRef
 	Updated     dbTime        `db:"update_time"`
 	Incarnation sql.NullInt64 `db:"incarnation"` // NULL: untracked
 	Rev         sql.NullInt64 `db:"rev"`
@@ -256,10 +258,10 @@ func (r rechecked) same(c PruneCandidate) bool {
 }
 
 // recheck reads the candidates' rows again.
-func (s *Store) recheck(ctx context.Context, tx *sqlx.Tx, cands []PruneCandidate) (map[SessionKey]rechecked, error) {
+func (s *Store) recheck(ctx context.Context, tx *sqlx.Tx, cands []PruneCandidate) (map[base.SessionRef]rechecked, error) {
 	var c columns
 	for _, cd := range cands {
-		c.add(0, cd.Key.AppName).add(1, cd.Key.UserID).add(2, cd.Key.SessionID)
+		c.add(0, cd.Key.App).add(1, cd.Key.User).add(2, cd.Key.ID)
 	}
 	args, err := s.d.bind(c.take(3)...)
 	if err != nil {
@@ -269,9 +271,9 @@ func (s *Store) recheck(ctx context.Context, tx *sqlx.Tx, cands []PruneCandidate
 	if err := tx.SelectContext(ctx, &rows, s.pruneQueries().recheck, args...); err != nil {
 		return nil, fmt.Errorf("prune sessions: read them again: %w", err)
 	}
-	now := make(map[SessionKey]rechecked, len(rows))
+	now := make(map[base.SessionRef]rechecked, len(rows))
 	for _, r := range rows {
-		now[r.SessionKey] = r
+		now[r.SessionRef] = r
 	}
 	return now, nil
 }

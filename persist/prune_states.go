@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // StateRef names an app's state (UserID "") or a user's, with the
@@ -96,7 +98,7 @@ func (s *Store) deleteSessionless(ctx context.Context, refs []StateRef, apps boo
 type TombstoneWalk struct {
 	s     *Store
 	app   string
-	after *SessionKey
+	after *base.SessionRef
 }
 
 // Tombstones starts a walk over the tombstones of app (every app when "").
@@ -120,7 +122,7 @@ FROM adksession_sessions WHERE deleted AND (? = '' OR app_name = ?)`
 	args := []any{w.app, w.app}
 	if w.after != nil {
 		q += ` AND (app_name, user_id, session_id) > (?, ?, ?)`
-		args = append(args, w.after.AppName, w.after.UserID, w.after.SessionID)
+		args = append(args, w.after.App, w.after.User, w.after.ID)
 	}
 	var rows []tombstone
 	err := s.rd.SelectContext(ctx, &rows, s.d.rebind(q+` ORDER BY app_name, user_id, session_id LIMIT ?`), append(args, limit)...)
@@ -131,15 +133,15 @@ FROM adksession_sessions WHERE deleted AND (? = '' OR app_name = ?)`
 	var stamp, purge columns
 	cutoff := now.Add(-margin)
 	for _, t := range rows {
-		k := t.SessionKey
+		k := t.SessionRef
 		b.Read++
 		w.after = &k
 		switch {
 		case !t.SeenIncarnation.Valid || t.SeenIncarnation.Int64 != t.Incarnation:
-			stamp.add(0, k.AppName).add(1, k.UserID).add(2, k.SessionID)
+			stamp.add(0, k.App).add(1, k.User).add(2, k.ID)
 			b.Stamped++
 		case t.Seen.Valid && t.Seen.V.t.Before(cutoff):
-			purge.add(0, k.AppName).add(1, k.UserID).add(2, k.SessionID)
+			purge.add(0, k.App).add(1, k.User).add(2, k.ID)
 			b.Purged++
 		}
 	}
@@ -157,7 +159,7 @@ FROM adksession_sessions WHERE deleted AND (? = '' OR app_name = ?)`
 
 // tombstone is a deleted bookkeeping row, as TombstoneWalk reads it.
 type tombstone struct {
-	SessionKey
+	base.SessionRef
 	Incarnation int64 `db:"incarnation"`
 	// SeenIncarnation and Seen are its stamp: the incarnation and the time
 	// a walk first saw it deleted (NULL: never).

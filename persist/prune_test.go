@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // pruneAt is a cutoff between the idle sessions of these tests (incarnation
@@ -31,23 +33,23 @@ func TestPruneWalk(t *testing.T) {
 		s := migrated(t, b)
 		ctx := context.Background()
 		var batch Batch
-		want := map[string][]SessionKey{}
+		want := map[string][]base.SessionRef{}
 		for i := range 23 {
-			k := SessionKey{AppName: []string{"a", "b"}[i%2], UserID: fmt.Sprintf("u%d", i%5), SessionID: fmt.Sprintf("s%02d", 22-i)}
+			k := base.SessionRef{App: []string{"a", "b"}[i%2], User: fmt.Sprintf("u%d", i%5), ID: fmt.Sprintf("s%02d", 22-i)}
 			inc := inc1
 			if i%4 == 3 {
 				inc = inc2 // fresh
 			} else {
 				want[""] = append(want[""], k)
-				want[k.AppName] = append(want[k.AppName], k)
+				want[k.App] = append(want[k.App], k)
 			}
 			batch.Sessions = append(batch.Sessions, upsert(k, inc, 0, int64(i%3)))
 		}
 		apply(t, s, &batch)
-		gone := SessionKey{AppName: "a", UserID: "u0", SessionID: "deleted"}
+		gone := base.SessionRef{App: "a", User: "u0", ID: "deleted"}
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(gone, inc1, 0, 1)}})
 		apply(t, s, &Batch{Deletes: []SessionDelete{{gone, inc1, 0}}})
-		adk := SessionKey{AppName: "a", UserID: "adk", SessionID: "py"}
+		adk := base.SessionRef{App: "a", User: "adk", ID: "py"}
 		insertADKSession(t, s, adk, 3)
 		want[""], want["a"] = append(want[""], adk), append(want["a"], adk)
 
@@ -56,7 +58,7 @@ func TestPruneWalk(t *testing.T) {
 		for app, keys := range want {
 			walk, err := s.IdleSessions(ctx, pruneAt, app)
 			must(t, err)
-			var got []SessionKey
+			var got []base.SessionRef
 			for {
 				page, err := walk.Next(ctx, 4)
 				must(t, err)
@@ -85,11 +87,11 @@ func TestPruneWalk(t *testing.T) {
 }
 
 // sortKeys sorts keys in the order of the columns named.
-func sortKeys(keys []SessionKey, order []string) {
-	slices.SortFunc(keys, func(x, y SessionKey) int {
+func sortKeys(keys []base.SessionRef, order []string) {
+	slices.SortFunc(keys, func(x, y base.SessionRef) int {
 		for _, c := range order {
-			a, b := map[string]string{"app_name": x.AppName, "user_id": x.UserID, "id": x.SessionID}[c],
-				map[string]string{"app_name": y.AppName, "user_id": y.UserID, "id": y.SessionID}[c]
+			a, b := map[string]string{"app_name": x.App, "user_id": x.User, "id": x.ID}[c],
+				map[string]string{"app_name": y.App, "user_id": y.User, "id": y.ID}[c]
 			if a != b {
 				if a < b {
 					return -1
@@ -110,7 +112,7 @@ func TestDeleteIdleSessions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		s := migrated(t, b)
 		ctx := context.Background()
-		keys := []SessionKey{skey("s1"), skey("s2"), skey("s3"), skey("s4")}
+		keys := []base.SessionRef{skey("s1"), skey("s2"), skey("s3"), skey("s4")}
 		var batch Batch
 		for _, k := range keys {
 			batch.Sessions = append(batch.Sessions, upsert(k, inc1, 0, 3))
@@ -124,7 +126,7 @@ func TestDeleteIdleSessions(t *testing.T) {
 		cands = append(cands, PruneCandidate{Key: skey("never"), Tracked: true, Incarnation: inc1, Rev: 1, UpdateTime: pruneAt})
 		byID := map[string]int{}
 		for i, c := range cands {
-			byID[c.Key.SessionID] = i
+			byID[c.Key.ID] = i
 		}
 		// After the walk read them: s2 gets an event, s3 is re-created.
 		next := upsert(skey("s2"), inc1, 4, 4)
@@ -139,9 +141,9 @@ func TestDeleteIdleSessions(t *testing.T) {
 		got, err := s.DeleteIdleSessions(ctx, cands, false)
 		must(t, err)
 		same(t, "dry run and prune", *dry, *got)
-		same(t, "deleted", got.Deleted, []SessionKey{skey("s1"), skey("s4")})
-		same(t, "changed", got.Changed, []SessionKey{skey("s2"), skey("s3")})
-		same(t, "gone", got.Gone, []SessionKey{skey("never")})
+		same(t, "deleted", got.Deleted, []base.SessionRef{skey("s1"), skey("s4")})
+		same(t, "changed", got.Changed, []base.SessionRef{skey("s2"), skey("s3")})
+		same(t, "gone", got.Gone, []base.SessionRef{skey("never")})
 		same(t, "events", got.Events, int64(6))
 		if got.Bytes < 6*int64(len(storageJSON(1)))/2 {
 			t.Fatalf("bytes %d: less than half the event data deleted", got.Bytes)
@@ -154,7 +156,7 @@ func TestDeleteIdleSessions(t *testing.T) {
 		// Deleting again finds them gone.
 		again, err := s.DeleteIdleSessions(ctx, []PruneCandidate{cands[byID["s1"]]}, false)
 		must(t, err)
-		same(t, "gone after the prune", again.Gone, []SessionKey{skey("s1")})
+		same(t, "gone after the prune", again.Gone, []base.SessionRef{skey("s1")})
 	})
 }
 
@@ -167,11 +169,11 @@ func TestDeleteSessionlessStates(t *testing.T) {
 		ctx := context.Background()
 		withState := func(u SessionUpsert) *Batch {
 			return &Batch{Sessions: []SessionUpsert{u},
-				UserStates: []StateUpsert{{AppName: u.Key.AppName, UserID: u.Key.UserID, Rev: 7, State: u.State, UpdateTime: u.UpdateTime}},
-				AppStates:  []StateUpsert{{AppName: u.Key.AppName, Rev: 9, State: u.State, UpdateTime: u.UpdateTime}}}
+				UserStates: []StateUpsert{{AppName: u.Key.App, UserID: u.Key.User, Rev: 7, State: u.State, UpdateTime: u.UpdateTime}},
+				AppStates:  []StateUpsert{{AppName: u.Key.App, Rev: 9, State: u.State, UpdateTime: u.UpdateTime}}}
 		}
-		lone := SessionKey{AppName: "lone", UserID: "u1", SessionID: "s"}
-		kept := SessionKey{AppName: "app", UserID: "u2", SessionID: "fresh"}
+		lone := base.SessionRef{App: "lone", User: "u1", ID: "s"}
+		kept := base.SessionRef{App: "app", User: "u2", ID: "fresh"}
 		apply(t, s, withState(upsert(skey("old"), inc1, 0, 1)))
 		apply(t, s, withState(upsert(kept, inc2, 0, 1)))
 		apply(t, s, withState(upsert(lone, inc1, 0, 1)))
@@ -295,7 +297,7 @@ func TestPruneWalkPlan(t *testing.T) {
 		s := migrated(t, b)
 		w, err := s.IdleSessions(context.Background(), pruneAt, "")
 		must(t, err)
-		w.after = &SessionKey{"a", "b", "c"}
+		w.after = &base.SessionRef{App: "a", User: "b", ID: "c"}
 		q, args := w.page(10)
 		plan := explain(t, s, q, args)
 		want := map[string]string{"postgres": "Index Cond: (ROW((id)::text, (app_name)::text, (user_id)::text) > ROW(", "sqlite": "SEARCH s USING INDEX sqlite_autoindex_sessions_1 ((app_name,user_id,id)>(?,?,?))"}[b.name]

@@ -22,7 +22,7 @@ type Window struct {
 
 // LoadedSession is a session as the database holds it.
 type LoadedSession struct {
-	Key SessionKey
+	Key base.SessionRef
 	// Incarnation and Rev come from adksession's bookkeeping; for a session
 	// that ADK itself wrote they are its create time in microseconds and its
 	// number of events.
@@ -57,7 +57,7 @@ const sessionRevColumn = `COALESCE(t.rev, (SELECT count(*) FROM events AS e
 // LoadSession reads a session, its app and user state and the events of
 // window w in one snapshot. It returns base.ErrNotFound when the database has no
 // such session.
-func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*LoadedSession, error) {
+func (s *Store) LoadSession(ctx context.Context, key base.SessionRef, w Window) (*LoadedSession, error) {
 	return s.loadSession(ctx, key, w, true, nil)
 }
 
@@ -65,11 +65,11 @@ func (s *Store) LoadSession(ctx context.Context, key SessionKey, w Window) (*Loa
 // (AppState and UserState nil): what a cold read puts back into Redis,
 // where those states have hashes of their own, read apart. prepare, when
 // not nil, fills in the events' Prepared as they come in.
-func (s *Store) LoadSessionEvents(ctx context.Context, key SessionKey, w Window, prepare Prepare) (*LoadedSession, error) {
+func (s *Store) LoadSessionEvents(ctx context.Context, key base.SessionRef, w Window, prepare Prepare) (*LoadedSession, error) {
 	return s.loadSession(ctx, key, w, false, prepare)
 }
 
-func (s *Store) loadSession(ctx context.Context, key SessionKey, w Window, states bool, prepare Prepare) (*LoadedSession, error) {
+func (s *Store) loadSession(ctx context.Context, key base.SessionRef, w Window, states bool, prepare Prepare) (*LoadedSession, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", key, err)
@@ -80,10 +80,10 @@ func (s *Store) loadSession(ctx context.Context, key SessionKey, w Window, state
 		return nil, fmt.Errorf("load %s: %w", key, err)
 	}
 	if states {
-		if ls.AppState, _, err = loadState(ctx, tx, appStateQuery, key.AppName); err != nil {
+		if ls.AppState, _, err = loadState(ctx, tx, appStateQuery, key.App); err != nil {
 			return nil, fmt.Errorf("load %s: app state: %w", key, err)
 		}
-		if ls.UserState, _, err = loadState(ctx, tx, userStateQuery, key.AppName, key.UserID); err != nil {
+		if ls.UserState, _, err = loadState(ctx, tx, userStateQuery, key.App, key.User); err != nil {
 			return nil, fmt.Errorf("load %s: user state: %w", key, err)
 		}
 	}
@@ -103,7 +103,7 @@ func (s *Store) loadSession(ctx context.Context, key SessionKey, w Window, state
 // LoadEvents reads the events of window w that are older than seq beforeSeq
 // (0: no bound), oldest first. It returns base.ErrNotFound when the database has
 // no such session.
-func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, beforeSeq int64) ([]EventRow, error) {
+func (s *Store) LoadEvents(ctx context.Context, key base.SessionRef, w Window, beforeSeq int64) ([]EventRow, error) {
 	tx, err := s.beginTxx(ctx, s.rd, readTx)
 	if err != nil {
 		return nil, fmt.Errorf("load events of %s: %w", key, err)
@@ -120,14 +120,14 @@ func (s *Store) LoadEvents(ctx context.Context, key SessionKey, w Window, before
 	return events, nil
 }
 
-func loadSessionRow(ctx context.Context, q sqlx.QueryerContext, key SessionKey) (*LoadedSession, error) {
+func loadSessionRow(ctx context.Context, q sqlx.QueryerContext, key base.SessionRef) (*LoadedSession, error) {
 	var r struct {
 		sessionRow
 		Written sql.NullInt64 `db:"written_update"`
 	}
 	err := sqlx.GetContext(ctx, q, &r, `SELECT `+sessionColumns+`, t.written_update AS written_update `+sessionFrom+`
 WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
-		key.AppName, key.UserID, key.SessionID)
+		key.App, key.User, key.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, base.ErrNotFound
 	}
@@ -148,10 +148,10 @@ WHERE s.app_name = $1 AND s.user_id = $2 AND s.id = $3 AND `+sessionLive,
 }
 
 // countEvents counts the events the database holds of session key.
-func countEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey) (int64, error) {
+func countEvents(ctx context.Context, q sqlx.QueryerContext, key base.SessionRef) (int64, error) {
 	var n int64
 	err := sqlx.GetContext(ctx, q, &n, `SELECT count(*) FROM events WHERE app_name = $1 AND user_id = $2 AND session_id = $3`,
-		key.AppName, key.UserID, key.SessionID)
+		key.App, key.User, key.ID)
 	if err != nil {
 		return 0, fmt.Errorf("count events: %w", err)
 	}
@@ -167,7 +167,7 @@ type sessionRow struct {
 	Rev         int64         `db:"rev"`
 }
 
-func (r *sessionRow) summary(key SessionKey) SessionSummary {
+func (r *sessionRow) summary(key base.SessionRef) SessionSummary {
 	inc := r.Incarnation.Int64
 	if !r.Incarnation.Valid {
 		inc = r.Created.t.UnixMicro()

@@ -10,7 +10,7 @@ import (
 )
 
 // session1000 applies a session of 1000 events, in batches of 100.
-func session1000(t testing.TB, s *Store, k SessionKey) {
+func session1000(t testing.TB, s *Store, k base.SessionRef) {
 	for from := int64(0); from < 1000; from += 100 {
 		u := upsert(k, inc1, from, from+100)
 		if err := s.Apply(context.Background(), &Batch{Sessions: []SessionUpsert{u}}); err != nil {
@@ -107,7 +107,7 @@ func TestLoadNotFound(t *testing.T) {
 		s := migrated(t, b)
 		ctx := context.Background()
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 1)}})
-		for _, k := range []SessionKey{skey("nope"), {"app", "u2", "s1"}, {"other", "u1", "s1"}} {
+		for _, k := range []base.SessionRef{skey("nope"), {App: "app", User: "u2", ID: "s1"}, {App: "other", User: "u1", ID: "s1"}} {
 			if _, err := s.LoadSession(ctx, k, Window{}); !errors.Is(err, base.ErrNotFound) {
 				t.Errorf("LoadSession(%v): got %v, want ErrNotFound", k, err)
 			}
@@ -140,7 +140,7 @@ func TestLoadSessionEventsAboveRev(t *testing.T) {
 		k := skey("s1")
 		apply(t, s, &Batch{Sessions: []SessionUpsert{upsert(k, inc1, 0, 3)}})
 		_, err := s.db.Exec(s.d.rebind(`INSERT INTO events (id, app_name, user_id, session_id, invocation_id, "timestamp", event_data)
-VALUES (?, ?, ?, ?, 'adk-inv', ?, ?)`), eventID(inc1, 4), k.AppName, k.UserID, k.SessionID, formatTime(eventTime(inc1, 4)), `{"id":"adk"}`)
+VALUES (?, ?, ?, ?, 'adk-inv', ?, ?)`), eventID(inc1, 4), k.App, k.User, k.ID, formatTime(eventTime(inc1, 4)), `{"id":"adk"}`)
 		must(t, err)
 		for _, w := range []Window{{}, {NumRecentEvents: 4}, {NumRecentEvents: 10}} {
 			ls, err := s.LoadSession(ctx, k, w)

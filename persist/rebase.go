@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // Redis behind the database (docs/design.md): Redis can come back holding an
@@ -39,10 +41,10 @@ type Outcome struct {
 	// after the database's and their state from the database's. Their
 	// Redis copy is out of step with the database and should be let go of
 	// once it holds nothing unflushed (cache.Flushed.Rebased).
-	Rebased []SessionKey
+	Rebased []base.SessionRef
 	// RebasedUsers are the users (AppName, UserID) whose state was written
 	// as the database's plus the batch's new deltas.
-	RebasedUsers []SessionKey
+	RebasedUsers []base.SessionRef
 	// AppsBehind are app keys whose value in the database is newer (a
 	// higher order number) than in Redis's copy: the flusher puts them back
 	// into Redis, each key only where no newer change wrote it since.
@@ -51,7 +53,7 @@ type Outcome struct {
 	// upserted (a rebased session's is after the database's events): the
 	// session's place in its user's index follows it once Redis's copy
 	// holds nothing newer (cache.Flushed.UpdateTime).
-	Updated map[SessionKey]time.Time
+	Updated map[base.SessionRef]time.Time
 	// Conflicts are acknowledged events of the batch the database cannot
 	// take, as it is the authority: it keeps what it holds and the
 	// flusher dead-letters them (docs/design.md, "Acknowledged writes the
@@ -61,7 +63,7 @@ type Outcome struct {
 
 // Conflict is an acknowledged event the database cannot take (Outcome).
 type Conflict struct {
-	Key     SessionKey
+	Key     base.SessionRef
 	EventID string
 	Seq     int64
 	// After, when not 0: only an event whose change was logged after this
@@ -82,9 +84,9 @@ const (
 )
 
 // appendConflict appends to cs that e of session k cannot be written.
-func appendConflict(cs []Conflict, k SessionKey, e EventRow, after int64, reason string) []Conflict {
+func appendConflict(cs []Conflict, k base.SessionRef, e EventRow, after int64, reason string) []Conflict {
 	return append(cs, Conflict{Key: k, EventID: e.ID, Seq: e.Seq, After: after,
-		Reason: fmt.Sprintf("event %s of session %s/%s/%s: %s", e.ID, k.AppName, k.UserID, k.SessionID, reason)})
+		Reason: fmt.Sprintf("event %s of session %s/%s/%s: %s", e.ID, k.App, k.User, k.ID, reason)})
 }
 
 // AppKeyValue is one app key as the database holds it, with the order
@@ -111,8 +113,8 @@ type dbSession struct {
 // bookkeeping says it may be behind (an event of the batch at or below the
 // row's rev, or a row someone else wrote), so the common batch reads
 // nothing more.
-func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map[SessionKey]tracked,
-	facts map[SessionKey]rowFacts, states, flushes map[stateKey]int64) (*Batch, error) {
+func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map[base.SessionRef]tracked,
+	facts map[base.SessionRef]rowFacts, states, flushes map[stateKey]int64) (*Batch, error) {
 	b.Outcome = Outcome{}
 	users := map[stateKey]bool{}
 	for _, st := range b.UserStates {
@@ -152,7 +154,7 @@ func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map
 			}
 			out.Sessions[i] = rebaseSession(u, t, db)
 			b.Outcome.Rebased = append(b.Outcome.Rebased, u.Key)
-			users[stateKey{app: u.Key.AppName, user: u.Key.UserID}] = true
+			users[stateKey{app: u.Key.App, user: u.Key.User}] = true
 		case late && u.Rev < t.rev:
 			// Events the database never got (a dead-lettered session row
 			// retried after later events were written): they go in at
@@ -176,7 +178,7 @@ func (s *Store) rebaseTx(ctx context.Context, tx *sql.Tx, b *Batch, sessions map
 		if err := rebaseUser(ctx, tx, s.d, out, b.Outcome.Rebased, k, sessions, states); err != nil {
 			return nil, err
 		}
-		b.Outcome.RebasedUsers = append(b.Outcome.RebasedUsers, SessionKey{AppName: k.app, UserID: k.user})
+		b.Outcome.RebasedUsers = append(b.Outcome.RebasedUsers, base.SessionRef{App: k.app, User: k.user})
 	}
 	return out, nil
 }
@@ -298,8 +300,8 @@ func rebaseSession(u *SessionUpsert, t tracked, db *dbSession) SessionUpsert {
 // user: deltas of the batch's new changes applied in log order (its new
 // events', and the UserWrites the database lacks), at a rev above the
 // database's. rebased are the batch's rebased sessions.
-func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSessions []SessionKey, k stateKey,
-	sessions map[SessionKey]tracked, states map[stateKey]int64) error {
+func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSessions []base.SessionRef, k stateKey,
+	sessions map[base.SessionRef]tracked, states map[stateKey]int64) error {
 	var state stateColumn
 	err := tx.QueryRowContext(ctx, `SELECT state FROM user_states WHERE app_name = $1 AND user_id = $2`+d.lockRow("user_states"), k.app, k.user).Scan(&state)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -310,7 +312,7 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSe
 	}
 	var news []UserWrite
 	for _, u := range b.Sessions {
-		if u.Key.AppName != k.app || u.Key.UserID != k.user {
+		if u.Key.App != k.app || u.Key.User != k.user {
 			continue
 		}
 		t, tracked := sessions[u.Key]
@@ -341,7 +343,7 @@ func rebaseUser(ctx context.Context, tx *sql.Tx, d *dialect, b *Batch, rebasedSe
 	// database's events and may stamp its own at the very time of the
 	// database's at that seq; by its time for a change logged without it).
 	for _, w := range b.UserWrites {
-		if w.Key.AppName != k.app || w.Key.UserID != k.user {
+		if w.Key.App != k.app || w.Key.User != k.user {
 			continue
 		}
 		t, tracked := sessions[w.Key]
@@ -405,12 +407,12 @@ func eventHeld(ctx context.Context, tx *sql.Tx, d *dialect, w UserWrite) (bool, 
 	if w.EventID != "" {
 		err = tx.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM events
 WHERE app_name = ? AND user_id = ? AND session_id = ? AND id = ?`),
-			key.AppName, key.UserID, key.SessionID, w.EventID).Scan(&n)
+			key.App, key.User, key.ID, w.EventID).Scan(&n)
 	} else {
 		at := formatTime(time.UnixMicro(w.Ts))
 		err = tx.QueryRowContext(ctx, d.rebind(`SELECT count(*) FROM events
 WHERE app_name = ? AND user_id = ? AND session_id = ? AND "timestamp" >= ? AND "timestamp" <= ?`),
-			key.AppName, key.UserID, key.SessionID, at, at).Scan(&n)
+			key.App, key.User, key.ID, at, at).Scan(&n)
 	}
 	if err != nil {
 		return false, fmt.Errorf("read events of %s to rebase its user: %w", key, err)
@@ -420,18 +422,18 @@ WHERE app_name = ? AND user_id = ? AND session_id = ? AND "timestamp" >= ? AND "
 
 // readDBSession reads what the database holds of session key, and which of
 // events it holds (by id), at what times and with what content.
-func readDBSession(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, events []EventRow) (*dbSession, error) {
+func readDBSession(ctx context.Context, tx *sql.Tx, d *dialect, key base.SessionRef, events []EventRow) (*dbSession, error) {
 	db := &dbSession{held: map[string]time.Time{}, data: map[string][]byte{}}
 	var last nullTime
 	if err := tx.QueryRowContext(ctx, `SELECT count(*), max("timestamp") FROM events
-WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.UserID, key.SessionID).Scan(&db.count, &last); err != nil {
+WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.App, key.User, key.ID).Scan(&db.count, &last); err != nil {
 		return nil, fmt.Errorf("read events of %s to rebase: %w", key, err)
 	}
 	db.last = last.t
 	var state stateColumn
 	var updated nullTime
 	err := tx.QueryRowContext(ctx, `SELECT state, update_time FROM sessions WHERE app_name = $1 AND user_id = $2 AND id = $3`,
-		key.AppName, key.UserID, key.SessionID).Scan(&state, &updated)
+		key.App, key.User, key.ID).Scan(&state, &updated)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read %s to rebase: %w", key, err)
 	}
@@ -447,11 +449,11 @@ WHERE app_name = $1 AND user_id = $2 AND session_id = $3`, key.AppName, key.User
 
 // readHeld calls found with the id, timestamp and event_data of each of
 // events that the database holds (by id) in session key.
-func readHeld(ctx context.Context, tx *sql.Tx, d *dialect, key SessionKey, events []EventRow, found func(id string, at time.Time, data []byte)) error {
+func readHeld(ctx context.Context, tx *sql.Tx, d *dialect, key base.SessionRef, events []EventRow, found func(id string, at time.Time, data []byte)) error {
 	for chunk := range slices.Chunk(events, 500) {
 		q := `SELECT id, "timestamp", event_data FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? AND id IN (?` +
 			strings.Repeat(", ?", len(chunk)-1) + `)`
-		args := []any{key.AppName, key.UserID, key.SessionID}
+		args := []any{key.App, key.User, key.ID}
 		for _, e := range chunk {
 			args = append(args, e.ID)
 		}

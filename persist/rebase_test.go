@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // storedEvents lists the ids of the events the database holds of k, in
 // timestamp order, with their timestamps.
-func storedEvents(t *testing.T, s *Store, k SessionKey) ([]string, []time.Time) {
+func storedEvents(t *testing.T, s *Store, k base.SessionRef) ([]string, []time.Time) {
 	t.Helper()
 	rows, err := s.LoadEvents(context.Background(), k, Window{}, 0)
 	must(t, err)
@@ -27,7 +29,7 @@ func storedEvents(t *testing.T, s *Store, k SessionKey) ([]string, []time.Time) 
 // event id moved after e8, at rev 9, with the database's session state
 // (upsert's of 8) and the new event's k = v, updated at the new event's
 // time; it returns the session as loaded.
-func requireAfterE8(t *testing.T, s *Store, k SessionKey, id, v string) *LoadedSession {
+func requireAfterE8(t *testing.T, s *Store, k base.SessionRef, id, v string) *LoadedSession {
 	t.Helper()
 	ids, times := storedEvents(t, s, k)
 	same(t, "events", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3), eventID(inc1, 4), eventID(inc1, 5),
@@ -63,8 +65,8 @@ func TestApplyRebasesNumberedOver(t *testing.T) {
 		behindUser := StateUpsert{AppName: "app", UserID: "u1", Rev: 4, State: map[string]json.RawMessage{"u": json.RawMessage(`"n7"`)}, UpdateTime: eventTime(inc1, 7)}
 		batch := &Batch{Sessions: []SessionUpsert{behind}, UserStates: []StateUpsert{behindUser}}
 		apply(t, s, batch)
-		same(t, "outcome", batch.Outcome, Outcome{Rebased: []SessionKey{k}, RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}},
-			Updated: map[SessionKey]time.Time{k: eventTime(inc1, 8).Add(time.Microsecond)}})
+		same(t, "outcome", batch.Outcome, Outcome{Rebased: []base.SessionRef{k}, RebasedUsers: []base.SessionRef{{App: "app", User: "u1"}},
+			Updated: map[base.SessionRef]time.Time{k: eventTime(inc1, 8).Add(time.Microsecond)}})
 
 		ls := requireAfterE8(t, s, k, "new-7", "n7")
 		same(t, "user state: the database's, then the new delta", jsonValue(t, ls.UserState),
@@ -99,7 +101,7 @@ func TestApplyRebasesMarkedCopy(t *testing.T) {
 		user := StateUpsert{AppName: "app", UserID: "u1", Rev: 2, State: map[string]json.RawMessage{}, UpdateTime: at}
 		batch := &Batch{Sessions: []SessionUpsert{marked}, UserStates: []StateUpsert{user}}
 		apply(t, s, batch)
-		same(t, "rebased", batch.Outcome.Rebased, []SessionKey{k})
+		same(t, "rebased", batch.Outcome.Rebased, []base.SessionRef{k})
 
 		requireAfterE8(t, s, k, "new-9", "n9")
 
@@ -152,8 +154,8 @@ func TestApplyStoredAgain(t *testing.T) {
 		batch := &Batch{Sessions: []SessionUpsert{again}}
 		apply(t, s, batch)
 		// The rebased row keeps the database's update time (e3's, the first batch's).
-		same(t, "outcome", batch.Outcome, Outcome{Rebased: []SessionKey{k}, RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}},
-			Updated: map[SessionKey]time.Time{k: first.UpdateTime}})
+		same(t, "outcome", batch.Outcome, Outcome{Rebased: []base.SessionRef{k}, RebasedUsers: []base.SessionRef{{App: "app", User: "u1"}},
+			Updated: map[base.SessionRef]time.Time{k: first.UpdateTime}})
 		ids, times := storedEvents(t, s, k)
 		same(t, "events", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3)})
 		same(t, "e3 at its stored time", times[2], eventTime(inc1, 3))
@@ -173,7 +175,7 @@ func TestApplyStoredAgain(t *testing.T) {
 		other.State = map[string]json.RawMessage{"count": json.RawMessage(`2`), "other": json.RawMessage(`true`)}
 		batch = &Batch{Sessions: []SessionUpsert{other}}
 		apply(t, s, batch)
-		same(t, "other content: rebased", batch.Outcome.Rebased, []SessionKey{k})
+		same(t, "other content: rebased", batch.Outcome.Rebased, []base.SessionRef{k})
 		ids, times = storedEvents(t, s, k)
 		same(t, "events, other content", ids, []string{eventID(inc1, 1), eventID(inc1, 2), eventID(inc1, 3)})
 		same(t, "e3 at its stored time, other content", times[2], eventTime(inc1, 3))
@@ -191,7 +193,7 @@ func TestApplyStoredAgain(t *testing.T) {
 			`"state_delta":{"k":null,"user:u":"x","app:a":3}},"content":{"parts":[{"text":"reply 3 \u003cb\u003e&\u003c/b\u003e \u00e9"},` +
 			`{"function_call":{"args":{"camelKey":1},"name":"f"}}],"role":"model"},"author":"model"}`)
 		apply(t, s, replay)
-		same(t, "a replay in another form: not rebased", replay.Outcome.Rebased, []SessionKey(nil))
+		same(t, "a replay in another form: not rebased", replay.Outcome.Rebased, []base.SessionRef(nil))
 		same(t, "a replay in another form changes nothing", dump(t, s), d)
 	})
 }
@@ -279,7 +281,7 @@ func TestApplyRebasedUserWrites(t *testing.T) {
 			},
 		}
 		apply(t, s, batch)
-		same(t, "outcome", batch.Outcome, Outcome{RebasedUsers: []SessionKey{{AppName: "app", UserID: "u1"}}})
+		same(t, "outcome", batch.Outcome, Outcome{RebasedUsers: []base.SessionRef{{App: "app", User: "u1"}}})
 		want := map[string]any{"u": "s3-1", "keep": float64(1), "s2-0": float64(1), "s3-1": float64(1), "s1-3": float64(1), "over": float64(1),
 			"same-time": float64(1)}
 		got, _, err := s.LoadUserState(ctx, "app", "u1")
@@ -323,7 +325,7 @@ func TestApplyRecordsCountOfSkippedSnapshot(t *testing.T) {
 				// The copy read at count 4, 5 or 6 before: its next read counts 6.
 				older := &Batch{UserStates: user("older copy", 5, 6)}
 				apply(t, s, older)
-				same(t, "outcome", older.Outcome.RebasedUsers, []SessionKey{{AppName: "app", UserID: "u1"}})
+				same(t, "outcome", older.Outcome.RebasedUsers, []base.SessionRef{{App: "app", User: "u1"}})
 				got, _, err := s.LoadUserState(ctx, "app", "u1")
 				must(t, err)
 				same(t, "user state", jsonValue(t, got), map[string]any{"k": "db"})
@@ -350,14 +352,14 @@ func TestApplyRebasesUserByRecordedCount(t *testing.T) {
 		apply(t, s, user("db", 5, 3, 3))
 		older := user("older copy", 5, 9, 3) // read at 4..8 by batches that failed
 		apply(t, s, older)
-		same(t, "outcome", older.Outcome.RebasedUsers, []SessionKey{{AppName: "app", UserID: "u1"}})
+		same(t, "outcome", older.Outcome.RebasedUsers, []base.SessionRef{{App: "app", User: "u1"}})
 		got, _, err := s.LoadUserState(ctx, "app", "u1")
 		must(t, err)
 		same(t, "user state", jsonValue(t, got), map[string]any{"k": "db"})
 
 		live := user("live", 6, 10, 10) // the database records 9: this hash knew it
 		apply(t, s, live)
-		same(t, "outcome", live.Outcome.RebasedUsers, []SessionKey(nil))
+		same(t, "outcome", live.Outcome.RebasedUsers, []base.SessionRef(nil))
 		got, _, err = s.LoadUserState(ctx, "app", "u1")
 		must(t, err)
 		same(t, "user state", jsonValue(t, got), map[string]any{"k": "live"})
@@ -396,7 +398,7 @@ func TestApplyRebasedUserKeepsHashRev(t *testing.T) {
 					batch.UserStates = []StateUpsert{user(5, 4, "u", "db")}
 				}
 				apply(t, s, batch)
-				same(t, "rebased users", batch.Outcome.RebasedUsers, []SessionKey{{AppName: "app", UserID: "u1"}})
+				same(t, "rebased users", batch.Outcome.RebasedUsers, []base.SessionRef{{App: "app", User: "u1"}})
 				_, v, err := s.LoadUserState(ctx, "app", "u1")
 				must(t, err)
 				same(t, "user state revision: the hash's (the row's without one)", v.Rev, int64(5))

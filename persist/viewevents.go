@@ -10,6 +10,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // ViewQuery names the events of a session that the compacted view's walk
@@ -63,15 +65,15 @@ const sqliteMarked = `CASE WHEN json_valid(event_data) THEN
 // nothing) and its arguments, placeholders written out (the jsonb operators
 // ? and ?| are no placeholders): one part per index read, joined by UNION
 // ALL.
-func postgresViewQuery(key SessionKey, q ViewQuery) (string, []any) {
+func postgresViewQuery(key base.SessionRef, q ViewQuery) (string, []any) {
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
 	where := func() string {
-		w := `SELECT ` + eventColumns + ` FROM events WHERE app_name = ` + arg(key.AppName) +
-			` AND user_id = ` + arg(key.UserID) + ` AND session_id = ` + arg(key.SessionID)
+		w := `SELECT ` + eventColumns + ` FROM events WHERE app_name = ` + arg(key.App) +
+			` AND user_id = ` + arg(key.User) + ` AND session_id = ` + arg(key.ID)
 		if !q.Before.IsZero() {
 			w += ` AND "timestamp" < ` + arg(formatTime(q.Before))
 		}
@@ -102,10 +104,10 @@ func postgresViewQuery(key SessionKey, q ViewQuery) (string, []any) {
 // from adksession_event_calls, each event then by events' primary key (a
 // CROSS JOIN keeps that order); one part per index read, joined by UNION
 // ALL.
-func sqliteViewQuery(key SessionKey, q ViewQuery) (string, []any) {
+func sqliteViewQuery(key base.SessionRef, q ViewQuery) (string, []any) {
 	var args []any
 	session := func(alias string) string {
-		args = append(args, key.AppName, key.UserID, key.SessionID)
+		args = append(args, key.App, key.User, key.ID)
 		return alias + `app_name = ? AND ` + alias + `user_id = ? AND ` + alias + `session_id = ?`
 	}
 	before := func(alias string) string {
@@ -148,7 +150,7 @@ WHERE ` + session("c.")
 // per part, plus the events read (without the indexes, which ADK JS's
 // init() drops on Postgres, the same answer, read from the session's
 // events).
-func (s *Store) LoadViewEvents(ctx context.Context, key SessionKey, q ViewQuery) ([]EventRow, error) {
+func (s *Store) LoadViewEvents(ctx context.Context, key base.SessionRef, q ViewQuery) ([]EventRow, error) {
 	query, args := s.d.viewQuery(key, q)
 	if query == "" {
 		return nil, nil
@@ -162,7 +164,7 @@ func (s *Store) LoadViewEvents(ctx context.Context, key SessionKey, q ViewQuery)
 
 // distinctEvents turns rows ordered by time into events, each once (a row
 // that two parts read comes twice, next to itself).
-func (s *Store) distinctEvents(key SessionKey, rows []storedEvent) []EventRow {
+func (s *Store) distinctEvents(key base.SessionRef, rows []storedEvent) []EventRow {
 	out := make([]EventRow, 0, len(rows))
 	seen := map[string]bool{}
 	for i := range rows {

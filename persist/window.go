@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // eventsQuery returns the query for the events of key with timestamp >=
 // after (zero: no bound), newest first, skipping the newest skip of them and
 // returning at most limit (0: all), with its arguments. It walks
 // idx_events_app_user_session_ts: O(log n + skip + limit).
-func (d *dialect) eventsQuery(key SessionKey, after time.Time, limit int, skip int64) (string, []any) {
+func (d *dialect) eventsQuery(key base.SessionRef, after time.Time, limit int, skip int64) (string, []any) {
 	q := `SELECT ` + eventColumns + ` FROM events
 WHERE app_name = ? AND user_id = ? AND session_id = ?`
-	args := []any{key.AppName, key.UserID, key.SessionID}
+	args := []any{key.App, key.User, key.ID}
 	if !after.IsZero() {
 		args = append(args, formatTime(ceilMicro(after)))
 		q += ` AND "timestamp" >= ?`
@@ -41,7 +43,7 @@ func ceilMicro(t time.Time) time.Time {
 // bound), oldest first, for a session whose last event has seq rev. Seqs
 // count back from rev, so they assume the database has every event of the
 // session up to rev.
-func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey, w Window, rev, beforeSeq int64, prepare Prepare) ([]EventRow, error) {
+func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key base.SessionRef, w Window, rev, beforeSeq int64, prepare Prepare) ([]EventRow, error) {
 	var skip int64
 	if beforeSeq > 0 {
 		skip = max(0, rev-beforeSeq+1)
@@ -82,7 +84,7 @@ func (s *Store) loadEvents(ctx context.Context, q sqlx.QueryerContext, key Sessi
 // nil, is called on every row whose time is in the range served (its
 // timestamp does not depend on its seq) on one goroutine, in the order the
 // rows come in, while the rest are read; its first error is readEvents'.
-func (s *Store) readEvents(ctx context.Context, q sqlx.QueryerContext, key SessionKey, query string, args []any, prepare Prepare) ([]*storedEvent, error) {
+func (s *Store) readEvents(ctx context.Context, q sqlx.QueryerContext, key base.SessionRef, query string, args []any, prepare Prepare) ([]*storedEvent, error) {
 	rs, err := q.QueryxContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -145,7 +147,7 @@ type storedEvent struct {
 
 // event returns the row, read through dialect d, as an event of session
 // key, without its seq.
-func (r *storedEvent) event(d *dialect, key SessionKey) EventRow {
+func (r *storedEvent) event(d *dialect, key base.SessionRef) EventRow {
 	return EventRow{Key: key, ID: r.ID, InvocationID: r.InvocationID, Timestamp: r.Timestamp.t, Data: r.Data, ValidJSON: d.jsonb}
 }
 
@@ -156,20 +158,20 @@ type TimeRange struct{ After, Before time.Time }
 // eventsAtQuery is LoadEventsAt's query ("" when it reads nothing) and its
 // arguments: one point or range read of idx_events_app_user_session_ts per
 // part, joined by UNION ALL.
-func (d *dialect) eventsAtQuery(key SessionKey, at []time.Time, ranges []TimeRange) (string, []any) {
+func (d *dialect) eventsAtQuery(key base.SessionRef, at []time.Time, ranges []TimeRange) (string, []any) {
 	where := `SELECT ` + eventColumns + ` FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?`
 	var parts []string
 	var args []any
 	for lo := 0; lo < len(at); lo += pointsPerQuery {
 		chunk := at[lo:min(lo+pointsPerQuery, len(at))]
-		args = append(args, key.AppName, key.UserID, key.SessionID)
+		args = append(args, key.App, key.User, key.ID)
 		for _, t := range chunk {
 			args = append(args, formatTime(t))
 		}
 		parts = append(parts, where+` AND "timestamp" IN (?`+strings.Repeat(`, ?`, len(chunk)-1)+`)`)
 	}
 	for _, r := range ranges {
-		args = append(args, key.AppName, key.UserID, key.SessionID)
+		args = append(args, key.App, key.User, key.ID)
 		q := where
 		if !r.After.IsZero() {
 			q += ` AND "timestamp" > ?`
@@ -193,7 +195,7 @@ const pointsPerQuery = 500
 // index names by time. Each part is a range or point read of
 // idx_events_app_user_session_ts: O(log n) per range and point, plus the
 // events read.
-func (s *Store) LoadEventsAt(ctx context.Context, key SessionKey, at []time.Time, ranges []TimeRange) ([]EventRow, error) {
+func (s *Store) LoadEventsAt(ctx context.Context, key base.SessionRef, at []time.Time, ranges []TimeRange) ([]EventRow, error) {
 	query, args := s.d.eventsAtQuery(key, at, ranges)
 	if query == "" {
 		return nil, nil

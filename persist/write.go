@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
 )
 
@@ -35,11 +36,11 @@ func (s *Store) write(ctx context.Context, tx *sql.Tx, p *plan) error {
 // writeSessions deletes the purged sessions' rows, then upserts sessions
 // rows and their bookkeeping (with the create-time state of the sessions
 // whose upsert carries it).
-func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKey, sessions []*SessionUpsert, tracked []trackedRow) error {
+func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []base.SessionRef, sessions []*SessionUpsert, tracked []trackedRow) error {
 	q := &s.d.q
 	var c columns
 	for _, k := range purge {
-		c.add(0, k.AppName).add(1, k.UserID).add(2, k.SessionID)
+		c.add(0, k.App).add(1, k.User).add(2, k.ID)
 	}
 	if err := s.exec(ctx, tx, "delete sessions", q.purgeSessions, c.take(3)...); err != nil {
 		return err
@@ -49,14 +50,14 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 		if err != nil {
 			return fmt.Errorf("%w: state of %s: %w", ErrInvalidBatch, u.Key, err)
 		}
-		c.add(0, u.Key.AppName).add(1, u.Key.UserID).add(2, u.Key.SessionID).addJSON(3, state).
+		c.add(0, u.Key.App).add(1, u.Key.User).add(2, u.Key.ID).addJSON(3, state).
 			add(4, formatTime(u.CreateTime)).add(5, formatTime(u.UpdateTime))
 	}
 	if err := s.exec(ctx, tx, "upsert sessions", q.upsertSessions, c.take(6)...); err != nil {
 		return err
 	}
-	creates := map[SessionKey]map[string]json.RawMessage{}
-	written := map[SessionKey]int64{}
+	creates := map[base.SessionRef]map[string]json.RawMessage{}
+	written := map[base.SessionRef]int64{}
 	for _, u := range sessions {
 		if u.CreateState != nil {
 			creates[u.Key] = u.CreateState
@@ -74,7 +75,7 @@ func (s *Store) writeSessions(ctx context.Context, tx *sql.Tx, purge []SessionKe
 			}
 			create = state
 		}
-		c.add(0, t.key.AppName).add(1, t.key.UserID).add(2, t.key.SessionID).add(3, create)
+		c.add(0, t.key.App).add(1, t.key.User).add(2, t.key.ID).add(3, create)
 		wut, ok := written[t.key]
 		switch {
 		case t.deleted && t.deletedAt > 0:
@@ -100,7 +101,7 @@ func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, p *plan, events []E
 		if err != nil {
 			return fmt.Errorf("%w: event %q of %s: %w", ErrInvalidBatch, e.ID, e.Key, err)
 		}
-		c.add(0, e.Key.AppName).add(1, e.Key.UserID).add(2, e.Key.SessionID).add(3, e.ID).
+		c.add(0, e.Key.App).add(1, e.Key.User).add(2, e.Key.ID).add(3, e.ID).
 			add(4, e.InvocationID).add(5, formatTime(e.Timestamp)).addJSON(6, string(data))
 	}
 	if len(events) == 0 {
@@ -117,7 +118,7 @@ func (s *Store) writeEvents(ctx context.Context, tx *sql.Tx, p *plan, events []E
 	if n, err := res.RowsAffected(); err != nil || n >= int64(len(events)) {
 		return nil // all inserted (or not counted: as before)
 	}
-	bySession := map[SessionKey][]EventRow{}
+	bySession := map[base.SessionRef][]EventRow{}
 	for _, e := range events {
 		bySession[e.Key] = append(bySession[e.Key], e)
 	}

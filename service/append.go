@@ -14,7 +14,6 @@ import (
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
-	"github.com/adksession/adksession/persist"
 )
 
 // AppendEvent appends ev to the session and applies its state delta, in one
@@ -127,8 +126,8 @@ func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, err
 		return nil, fmt.Errorf("append event %s to %s: %w", stored.ID, base.SessionName(app, user, sid), err)
 	}
 	return &appendPlan{stored: stored, normalized: p.normalized, args: cache.AppendArgs{
-		App: app, User: user, SID: sid,
-		Ts: stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
+		SessionRef: base.SessionRef{App: app, User: user, ID: sid},
+		Ts:         stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
 		CheckID:  ev.ID != "" && s.db != nil,
 		EventPre: pre, EventPost: post, Delta: p.delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
 		Index: compactionIndexEntry(stored),
@@ -145,7 +144,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		if errors.Is(err, ErrInvalidArgument) {
 			return nil, err // a state cap: the error names the app
 		}
-		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
+		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
 	}
 	res, err := s.appendScript(ctx, a)
 	var dup *cache.DuplicateEventError
@@ -174,32 +173,32 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			// holds was flushed, its change applied then.
 			var err error
 			if flushed, err = s.dbHoldsEvent(ctx, a); err != nil {
-				return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
+				return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
 			}
 		}
 		if err := s.finishApp(ctx, &a, inc, flushed); err != nil {
-			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
+			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
 		}
 		if flushed && len(a.Delta.App) > 0 && s.db != nil {
 			// No change-log entry carries a step done now: the app's state
 			// goes to the database here (a retry again, if this fails, finds
 			// the step done and writes it again).
 			if err := s.db.WriteAppState(ctx, s.cache, a.App); err != nil {
-				return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
+				return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
 			}
 		}
 		return nil, nil
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidArgument):
 		return nil, err
 	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrDeleted):
-		return nil, sessionError(ErrNotFound, a.App, a.User, a.SID)
+		return nil, sessionError(ErrNotFound, a.App, a.User, a.ID)
 	case errors.Is(err, ErrStaleSession):
-		return nil, sessionError(ErrStaleSession, a.App, a.User, a.SID)
+		return nil, sessionError(ErrStaleSession, a.App, a.User, a.ID)
 	case err != nil:
-		return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
+		return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
 	}
 	if err := s.finishApp(ctx, &a, res.Incarnation, false); err != nil {
-		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.SID), err)
+		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
 	}
 	p.stored.Timestamp = time.UnixMicro(res.Ts).UTC()
 	*ev = *p.stored
@@ -212,7 +211,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 // database first (checkEventID).
 func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cache.AppendResult, error) {
 	var res *cache.AppendResult
-	err := s.loader.Run(ctx, args.App, args.User, args.SID, func() (err error) {
+	err := s.loader.Run(ctx, args.App, args.User, args.ID, func() (err error) {
 		res, err = s.cache.Append(ctx, args)
 		if errors.Is(err, cache.ErrCheckEventID) {
 			if err = s.checkEventID(ctx, args); err == nil {
@@ -229,7 +228,7 @@ func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cac
 // vouch for (ids older than the cache): nil when the session has no such
 // event, a *cache.DuplicateEventError with the stored event when it has.
 func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error {
-	key := persist.SessionKey{AppName: args.App, UserID: args.User, SessionID: args.SID}
+	key := args.SessionRef
 	row, err := s.db.LoadEvent(ctx, key, args.EventID)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -248,7 +247,7 @@ func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error
 // a's session (whatever its content: one it holds under a reused id is the
 // database's, and the copy's is a conflict the flush dead-letters).
 func (s *Service) dbHoldsEvent(ctx context.Context, a cache.AppendArgs) (bool, error) {
-	_, err := s.db.LoadEvent(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, a.EventID)
+	_, err := s.db.LoadEvent(ctx, a.SessionRef, a.EventID)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -260,12 +259,12 @@ func (s *Service) dbHoldsEvent(ctx context.Context, a cache.AppendArgs) (bool, e
 // looked up there) is compared with the one sent.
 func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
 	if rec == nil && s.db == nil {
-		return fmt.Errorf("append event %s to %s: the stored event with this id is not cached", sent.ID, base.SessionName(a.App, a.User, a.SID))
+		return fmt.Errorf("append event %s to %s: the stored event with this id is not cached", sent.ID, base.SessionName(a.App, a.User, a.ID))
 	}
 	if rec == nil {
-		row, err := s.db.LoadEvent(ctx, persist.SessionKey{AppName: a.App, UserID: a.User, SessionID: a.SID}, sent.ID)
+		row, err := s.db.LoadEvent(ctx, a.SessionRef, sent.ID)
 		if err != nil {
-			return fmt.Errorf("append event %s to %s: look up the stored event: %w", sent.ID, base.SessionName(a.App, a.User, a.SID), err)
+			return fmt.Errorf("append event %s to %s: look up the stored event: %w", sent.ID, base.SessionName(a.App, a.User, a.ID), err)
 		}
 		js, err := eventjson.APIEvent(row.Data, row.ValidJSON, row.ID, row.InvocationID, row.Timestamp)
 		if err != nil {
@@ -275,10 +274,10 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 	}
 	same, err := isRetryOf(rec.JSON, sent)
 	if err != nil {
-		return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.SID), err)
+		return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.ID), err)
 	}
 	if !same {
-		return fmt.Errorf("%w: event %s: %s holds another event with this id", ErrAlreadyExists, sent.ID, base.SessionName(a.App, a.User, a.SID))
+		return fmt.Errorf("%w: event %s: %s holds another event with this id", ErrAlreadyExists, sent.ID, base.SessionName(a.App, a.User, a.ID))
 	}
 	sent.Timestamp = time.UnixMicro(rec.Ts).UTC()
 	*ev = *sent
@@ -297,7 +296,7 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 			return err
 		}
 		if seq, err = seqOf(snap.Events, rec.Ts, sent.ID); err != nil {
-			return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.SID), err)
+			return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.ID), err)
 		}
 	}
 	switch {
@@ -341,7 +340,7 @@ func (s *Service) readMissed(ctx context.Context, sess *Session, ev *Event, last
 	if lastTs > 0 {
 		after = lastTs + 1
 	}
-	snap, err := s.loader.Get(ctx, cache.GetArgs{App: sess.appName, User: sess.userID, SID: sess.id, After: after})
+	snap, err := s.loader.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: sess.appName, User: sess.userID, ID: sess.id}, After: after})
 	if err != nil {
 		return nil, fmt.Errorf("append event %s to %s: bring the handle up to date: %w", ev.ID, base.SessionName(sess.appName, sess.userID, sess.id), err)
 	}
@@ -467,7 +466,7 @@ func (s *Service) finishApp(ctx context.Context, a *cache.AppendArgs, incarnatio
 	if len(a.Delta.App) == 0 {
 		return nil
 	}
-	return s.applyApp(ctx, a.App, cache.AppChange{ID: cache.AppendChangeID(incarnation, a.User, a.SID, a.EventID),
+	return s.applyApp(ctx, a.App, cache.AppChange{ID: cache.AppendChangeID(incarnation, a.User, a.ID, a.EventID),
 		Order: a.Delta.AppOrder, Pairs: a.Delta.App, IfSkipped: ifSkipped})
 }
 

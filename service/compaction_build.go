@@ -34,7 +34,7 @@ func (s *Service) buildIndexLater(a cache.GetArgs) {
 		ctx, cancel := context.WithTimeout(ctx, indexBuildTimeout)
 		defer cancel()
 		if err := s.buildIndexNow(ctx, a); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Debug("adksession: compaction index not built", "app", a.App, "user", a.User, "session", a.SID, "err", err)
+			s.cfg.Logger.Debug("adksession: compaction index not built", "app", a.App, "user", a.User, "session", a.ID, "err", err)
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 )
@@ -59,7 +60,7 @@ func testCompactedViewThroughTheStore(t *testing.T, db string) {
 
 	indexed := func(sid, why string) {
 		t.Helper()
-		snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+		snap, err := svc.cache.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "app", User: "u", ID: sid}, After: -1, Compacted: true})
 		require.NoError(t, err)
 		require.True(t, snap.Indexed, "%s %s: the view is read from the index", sid, why)
 	}
@@ -129,7 +130,7 @@ func testCompactedViewThroughTheStore(t *testing.T, db string) {
 				appendCopies(ctx, t, svc, sid, h)
 
 				// Warm: what the index gives the script.
-				snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+				snap, err := svc.cache.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "app", User: "u", ID: sid}, After: -1, Compacted: true})
 				require.NoError(t, err)
 				require.True(t, snap.Indexed, "seed %d: the view is read from the index", seed)
 				decoded, err := decodeEvents(snap.Events)
@@ -146,7 +147,7 @@ func testCompactedViewThroughTheStore(t *testing.T, db string) {
 				check("warm")
 
 				flush()
-				snap, err = svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+				snap, err = svc.cache.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "app", User: "u", ID: sid}, After: -1, Compacted: true})
 				require.NoError(t, err)
 				require.Greater(t, snap.First, int64(1), "seed %d: Redis holds only the newest events", seed)
 				require.True(t, snap.Indexed, "seed %d: the view is read from the index, the older part from the database", seed)
@@ -259,7 +260,7 @@ func TestCompactedViewWhenTheDatabaseMovedAnEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 
-	snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: "s", After: -1, Compacted: true})
+	snap, err := svc.cache.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "app", User: "u", ID: "s"}, After: -1, Compacted: true})
 	require.NoError(t, err)
 	require.True(t, snap.Indexed)
 	require.Contains(t, snap.Older, cache.EventRef{Seq: int64(at + 1), Ts: h[at].Timestamp.UnixMicro()}, "the index names it below the tail")
@@ -350,8 +351,8 @@ func TestCompactedViewFromTheFirstEvent(t *testing.T) {
 	defer cancel()
 	svc, _ := openWithDatabase(ctx, t, "cfirst-", Config{MaxCachedEvents: 4, DisableFlusher: true})
 	flusher := svc.NewFlusher(nil)
-	base := time.Now().UTC().Truncate(time.Microsecond)
-	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	t0 := time.Now().UTC().Truncate(time.Microsecond)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	secs := func(t time.Time) string { return string(appendEpochSeconds(nil, t)) }
 	// A session of e1, e2, a compaction of [from, e2], e3, e4; Redis keeps the
 	// newest 4 once flushed (e2 to e4).
@@ -372,7 +373,7 @@ func TestCompactedViewFromTheFirstEvent(t *testing.T) {
 			require.NoError(t, svc.AppendEvent(ctx, created.Session, e))
 		}
 		drain(ctx, t, svc, flusher)
-		snap, err := svc.cache.Get(ctx, cache.GetArgs{App: "app", User: "u", SID: sid, After: -1, Compacted: true})
+		snap, err := svc.cache.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "app", User: "u", ID: sid}, After: -1, Compacted: true})
 		require.NoError(t, err)
 		require.True(t, snap.Indexed, "%s: the view is read from the index", sid)
 		require.Empty(t, snap.Older, "%s: every event the view names is cached", sid)
@@ -385,7 +386,7 @@ func TestCompactedViewFromTheFirstEvent(t *testing.T) {
 		require.Equal(t, ids(CompactedView(evs)), ids(slices.Collect(got.Session.Events().All())), "%s: the view", sid)
 		return ranges
 	}
-	require.Empty(t, session("from-create", base), "a compaction from before the first event: nothing older to read")
+	require.Empty(t, session("from-create", t0), "a compaction from before the first event: nothing older to read")
 	require.Empty(t, session("from-first", at(1)), "a compaction from the first event: nothing older to read")
 	require.Equal(t, []string{fmt.Sprintf("(%d, %d)", at(1).UnixMicro()-1, at(2).UnixMicro())}, session("from-second", at(2)),
 		"e1 lies before the compaction: read from the database, from the first event's time")

@@ -72,8 +72,8 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 		after = windowBound(req.After)
 	}
 	args := cache.GetArgs{
-		App: req.AppName, User: req.UserID, SID: req.SessionID,
-		After: after, NumRecent: numRecent, InvocationID: req.InvocationID, Compacted: req.Compacted,
+		SessionRef: base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID},
+		After:      after, NumRecent: numRecent, InvocationID: req.InvocationID, Compacted: req.Compacted,
 	}
 	snap, err := s.loader.Get(ctx, args)
 	if err == nil && snap.Indexed {
@@ -201,7 +201,7 @@ func (s *Service) buildIndex(ctx context.Context, a cache.GetArgs, snap *cache.S
 	for i, e := range events {
 		idx[i] = cache.IndexedEvent{Ts: recs[i].Ts, InvocationID: e.InvocationID, Entry: compactionIndexEntry(e)}
 	}
-	return s.cache.BuildIndex(ctx, a.App, a.User, a.SID, snap.Incarnation, snap.Rev, idx)
+	return s.cache.BuildIndex(ctx, a.App, a.User, a.ID, snap.Incarnation, snap.Rev, idx)
 }
 
 // sessionFromSnapshot builds a handle from what the cache returned.

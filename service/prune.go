@@ -204,7 +204,7 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 	p.stage(pruneRead)
 	refs := make([]cache.FenceRef, len(cands))
 	for i, c := range cands {
-		refs[i] = cache.FenceRef{App: c.Key.AppName, User: c.Key.UserID, SID: c.Key.SessionID, Incarnation: c.Incarnation, Rev: c.Rev}
+		refs[i] = cache.FenceRef{SessionRef: c.Key, Incarnation: c.Incarnation, Rev: c.Rev}
 	}
 	fences, err := p.s.cache.FenceSessions(ctx, p.token, p.sum.Cutoff.UnixMicro(), pruneFenceTTL, refs, p.req.DryRun)
 	if err != nil {
@@ -235,13 +235,13 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 		return err
 	}
 	if !p.req.DryRun {
-		changed := map[persist.SessionKey]bool{}
+		changed := map[base.SessionRef]bool{}
 		for _, k := range done.Changed {
 			changed[k] = true
 		}
 		var lift []cache.FenceRef
 		for _, r := range fencedRefs {
-			if changed[persist.SessionKey{AppName: r.App, UserID: r.User, SessionID: r.SID}] {
+			if changed[r.SessionRef] {
 				lift = append(lift, r)
 			}
 		}
@@ -252,7 +252,7 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 		// put it back once its fence is gone (cache.ReadGuard).
 		deleted := make([]cache.FenceRef, len(done.Deleted))
 		for i, k := range done.Deleted {
-			deleted[i] = cache.FenceRef{App: k.AppName, User: k.UserID, SID: k.SessionID}
+			deleted[i] = cache.FenceRef{SessionRef: k}
 		}
 		if err := p.s.cache.MoveGuards(ctx, deleted); err != nil {
 			return err
@@ -269,8 +269,8 @@ func (p *pruner) batch(ctx context.Context, cands []persist.PruneCandidate) erro
 	p.sum.Bytes += done.Bytes
 	p.s.prunes.add(int64(len(done.Deleted)), done.Events)
 	for _, k := range done.Deleted {
-		p.users[persist.StateRef{AppName: k.AppName, UserID: k.UserID}] = true
-		p.apps[k.AppName] = true
+		p.users[persist.StateRef{AppName: k.App, UserID: k.User}] = true
+		p.apps[k.App] = true
 	}
 	return nil
 }

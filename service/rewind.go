@@ -17,7 +17,6 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/base"
-	"github.com/adksession/adksession/persist"
 )
 
 // RewindRequest names a session and the invocation to rewind before.
@@ -84,8 +83,8 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 		return nil, fmt.Errorf("rewind %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	args := cache.RewindArgs{
-		App: req.AppName, User: req.UserID, SID: req.SessionID,
-		Before: req.BeforeInvocationID, InvocationID: ev.InvocationID, EventID: ev.ID, Ts: ev.Timestamp.UnixMicro(),
+		SessionRef: base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID},
+		Before:     req.BeforeInvocationID, InvocationID: ev.InvocationID, EventID: ev.ID, Ts: ev.Timestamp.UnixMicro(),
 		EventPre: pre, EventMid: mid + `"stateDelta":`, EventTail: string(tail),
 	}
 	createState := ""
@@ -145,7 +144,7 @@ func unknownInvocation(app, user, sid, inv string) error {
 // does not start at the first event is refused rather than replayed from
 // the middle.
 func (s *Service) fullHistory(ctx context.Context, app, user, sid string) (*cache.Snapshot, error) {
-	snap, err := s.loader.Get(ctx, cache.GetArgs{App: app, User: user, SID: sid, After: -1})
+	snap, err := s.loader.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: app, User: user, ID: sid}, After: -1})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, err
@@ -285,7 +284,7 @@ func (s *Service) createState(ctx context.Context, app, user, sid, fromCache str
 	if s.db == nil {
 		return createTime, nil
 	}
-	key := persist.SessionKey{AppName: app, UserID: user, SessionID: sid}
+	key := base.SessionRef{App: app, User: user, ID: sid}
 	stored, ok, err := s.db.LoadCreateState(ctx, key, incarnation)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", base.SessionName(app, user, sid), err)

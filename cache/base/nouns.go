@@ -35,6 +35,20 @@ func ParseChangeKind(k string) (ChangeKind, bool) {
 	return 0, false
 }
 
+// SessionRef names a session: its app, user and id, one value from the
+// script call to the SQL row. Its db tags name the key columns of the
+// database's bookkeeping tables (queries of sessions select id AS
+// session_id), so that persist scans rows into it.
+type SessionRef struct {
+	App  string `db:"app_name"`
+	User string `db:"user_id"`
+	ID   string `db:"session_id"`
+}
+
+// String names the session in messages: "session <id> of app <app>, user
+// <user>" (SessionName).
+func (r SessionRef) String() string { return SessionName(r.App, r.User, r.ID) }
+
 // StateOwner is whose state a state hash or row holds: a user of an app,
 // or (User "") the app itself.
 type StateOwner struct{ App, User string }

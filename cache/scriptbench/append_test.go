@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/lua"
 )
 
@@ -18,7 +19,7 @@ func TestAppendCommandLayout(t *testing.T) {
 	keys, err := cache.NewKeys("ns:", 16)
 	require.NoError(t, err)
 	o := cache.Options{Keys: keys, Durable: true, TempTTL: time.Hour, Caps: cache.StateCaps{Session: 9, User: 8, App: 7}}
-	a := cache.AppendArgs{App: "app", User: "u", SID: "s", HandleRev: 41, Incarnation: 1735787045123456, Ts: 1735787045223456,
+	a := cache.AppendArgs{SessionRef: base.SessionRef{App: "app", User: "u", ID: "s"}, HandleRev: 41, Incarnation: 1735787045123456, Ts: 1735787045223456,
 		InvocationID: "inv", EventID: "ev", CheckID: true, EventPre: `{"t":`, EventPost: `}`,
 		Delta: cache.StateDelta{Session: []cache.Pair{{Key: "k", Value: "1"}}, User: []cache.Pair{{Key: "n", Value: `"x"`}},
 			Temp: []cache.Pair{{Key: "temp:t", Value: "true"}}, App: []cache.Pair{{Key: "a", Value: "2"}}, AppJSON: `{"a":2}`, AppOrder: 7},

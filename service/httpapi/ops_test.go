@@ -66,8 +66,8 @@ func (s *opsServer) deadLetterCreate(t *testing.T, app, user, sid string) int {
 	changes, _, err := s.store.ReadChanges(ctx, shard, 100)
 	require.NoError(t, err)
 	for _, c := range changes {
-		if c.SID == sid {
-			require.NoError(t, s.store.Ack(ctx, shard, []string{c.ID}, []cache.DeadLetter{{Change: c, Unit: cache.DeadSession, Reason: "refused by the test: " + sid}}))
+		if c.ID == sid {
+			require.NoError(t, s.store.Ack(ctx, shard, []string{c.EntryID}, []cache.DeadLetter{{Change: c, Unit: cache.DeadSession, Reason: "refused by the test: " + sid}}))
 			return shard
 		}
 	}

@@ -49,7 +49,7 @@ func measureReferences(ctx context.Context, redisURL string, tempTTL time.Durati
 	const app, user, sid = "bench", "u", "ceiling"
 	opts := cache.Options{Keys: keys, Durable: durable, TempTTL: tempTTL}
 	store := cache.NewStore(rdb, opts)
-	if err := store.Create(ctx, cache.CreateArgs{App: app, User: user, SID: sid, CreateTime: time.Now().UnixMicro()}); err != nil && !errors.Is(err, base.ErrAlreadyExists) {
+	if err := store.Create(ctx, cache.CreateArgs{SessionRef: base.SessionRef{App: app, User: user, ID: sid}, CreateTime: time.Now().UnixMicro()}); err != nil && !errors.Is(err, base.ErrAlreadyExists) {
 		return refs, fmt.Errorf("reference session: %w", err)
 	}
 	k := keys.Session(app, user, sid)
@@ -73,7 +73,7 @@ func measureReferences(ctx context.Context, redisURL string, tempTTL time.Durati
 	// of loadgen's events (a session, a user: and a temp: key), no app or
 	// artifact changes.
 	args, err := scriptbench.AppendCommand(opts, cache.AppendArgs{
-		App: app, User: user, SID: sid, Incarnation: inc, Ts: time.Now().UnixMicro(), InvocationID: "bench-inv",
+		SessionRef: base.SessionRef{App: app, User: user, ID: sid}, Incarnation: inc, Ts: time.Now().UnixMicro(), InvocationID: "bench-inv",
 		EventID: "bench-event", EventPre: pre, EventPost: post,
 		Delta: cache.StateDelta{Session: []cache.Pair{{Key: "counter", Value: "1"}},
 			User: []cache.Pair{{Key: "last", Value: "1"}}, Temp: []cache.Pair{{Key: "temp:step", Value: "1"}}}})
