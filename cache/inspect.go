@@ -36,8 +36,8 @@ type SessionStats struct {
 
 // Inspect reads what Redis holds of a session, in one pipeline, writing
 // nothing.
-func (s *Store) Inspect(ctx context.Context, app, user, sid string) (*SessionStats, error) {
-	k := s.keys.Session(app, user, sid)
+func (s *Store) Inspect(ctx context.Context, ref base.SessionRef) (*SessionStats, error) {
+	k := s.keys.Session(ref.App, ref.User, ref.ID)
 	sk := s.keys.ShardKeys(k.Shard)
 	pipe := s.rdb.Pipeline()
 	meta := pipe.HMGet(ctx, k.Session, "m:rev", "m:fl", "m:first", "m:del")
@@ -47,14 +47,14 @@ func (s *Store) Inspect(ctx context.Context, app, user, sid string) (*SessionSta
 	dead := pipe.LLen(ctx, sk.Dead)
 	kinds := []struct{ kind, key string }{
 		{"session", k.Session}, {"events", k.Events}, {"event ids", k.EventIDs}, {"undo", k.Undo}, {"temp", k.Temp},
-		{"user", k.User}, {"user index", k.UserIndex}, {"app", s.keys.App(app).State},
+		{"user", k.User}, {"user index", k.UserIndex}, {"app", s.keys.App(ref.App).State},
 	}
 	usage := make([]*redis.IntCmd, len(kinds))
 	for i, kk := range kinds {
 		usage[i] = pipe.MemoryUsage(ctx, kk.key)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("inspect %s: %w", base.SessionName(app, user, sid), err)
+		return nil, fmt.Errorf("inspect %s: %w", ref.String(), err)
 	}
 	st := &SessionStats{Shard: k.Shard, ShardBacklog: backlog.Val(), ShardDeadLetters: dead.Val(),
 		CachedEvents: cached.Val(), Memory: map[string]int64{}}
@@ -69,7 +69,7 @@ func (s *Store) Inspect(ctx context.Context, app, user, sid string) (*SessionSta
 		if v, ok := m[i].(string); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("inspect %s: field %d of its hash: %w", base.SessionName(app, user, sid), i, err)
+				return nil, fmt.Errorf("inspect %s: field %d of its hash: %w", ref.String(), i, err)
 			}
 			*p = n
 		}

@@ -111,8 +111,8 @@ func timeRanges(v any) ([]TimeRange, error) {
 // from the compaction index as it was at revision rev of incarnation inc;
 // the events Redis holds, and the refs of those the database holds.
 // ErrIncomplete: the index is gone (read the view from the whole history).
-func (s *Store) CompactedCalls(ctx context.Context, app, user, sid string, inc, rev int64, ids []string) ([]EventRecord, []EventRef, error) {
-	k := s.keys.Session(app, user, sid)
+func (s *Store) CompactedCalls(ctx context.Context, ref base.SessionRef, inc, rev int64, ids []string) ([]EventRecord, []EventRef, error) {
+	k := s.keys.Session(ref.App, ref.User, ref.ID)
 	args := make([]any, 0, 2+len(ids))
 	args = append(args, inc, rev)
 	for _, id := range ids {
@@ -647,11 +647,11 @@ const indexBuildChunk = 1000
 // lacks it, from its whole history (events: seqs 1 to rev, of incarnation
 // inc), a chunk per call. ErrIncomplete: the session moved on meanwhile
 // (the next compacted read builds it again).
-func (s *Store) BuildIndex(ctx context.Context, app, user, sid string, inc, rev int64, events []IndexedEvent) error {
+func (s *Store) BuildIndex(ctx context.Context, ref base.SessionRef, inc, rev int64, events []IndexedEvent) error {
 	if int64(len(events)) != rev || rev == 0 {
 		return fmt.Errorf("build the compaction index: %d events for revision %d", len(events), rev)
 	}
-	k := s.keys.Session(app, user, sid)
+	k := s.keys.Session(ref.App, ref.User, ref.ID)
 	for from := 0; from < len(events); from += indexBuildChunk {
 		chunk := events[from:min(from+indexBuildChunk, len(events))]
 		args := make([]any, 0, 3+3*len(chunk))

@@ -470,9 +470,9 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 }
 
 // Delete deletes a session; it reports whether a cached session was removed.
-func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error) {
-	k := s.keys.Session(app, user, sid)
-	args := append(s.changeArgs(app, user, sid, 2), time.Now().UnixMicro(), AppIndexMember(user, sid))
+func (s *Store) Delete(ctx context.Context, ref base.SessionRef) (bool, error) {
+	k := s.keys.Session(ref.App, ref.User, ref.ID)
+	args := append(s.changeArgs(ref.App, ref.User, ref.ID, 2), time.Now().UnixMicro(), AppIndexMember(ref.User, ref.ID))
 	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)
@@ -482,8 +482,8 @@ func (s *Store) Delete(ctx context.Context, app, user, sid string) (bool, error)
 
 // EndInvocation drops the temp state of invocation inv; it reports whether
 // inv owned the session's temp state.
-func (s *Store) EndInvocation(ctx context.Context, app, user, sid, inv string) (bool, error) {
-	k := s.keys.Session(app, user, sid)
+func (s *Store) EndInvocation(ctx context.Context, ref base.SessionRef, inv string) (bool, error) {
+	k := s.keys.Session(ref.App, ref.User, ref.ID)
 	n, err := s.write(ctx, endInvocationScript, []string{k.Session, k.Temp}, inv).Int64()
 	if err != nil {
 		return false, fmt.Errorf("end invocation script: %w", err)

@@ -121,7 +121,7 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 	if err := s.Create(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := s.Delete(ctx, "a", "u", "s")
+	removed, err := s.Delete(ctx, base.SessionRef{App: "a", User: "u", ID: "s"})
 	if err != nil || !removed {
 		t.Fatalf("delete: removed %v, err %v", removed, err)
 	}

@@ -179,7 +179,7 @@ func otherScripts(b *testing.B, rdb redis.UniversalClient, measure func(n int, c
 	})
 	measured("rewind")
 	out["delete"] = measure(otherScriptCalls, func(i int) {
-		ok, err := store.Delete(ctx, "cost", "u", sid(i))
+		ok, err := store.Delete(ctx, base.SessionRef{App: "cost", User: "u", ID: sid(i)})
 		require.NoError(b, err)
 		require.True(b, ok)
 	})

@@ -20,7 +20,7 @@ import (
 // and put-back. For a cold read (cold not nil) the put-back's MULTI reads the
 // session too (cache.Store.HydrateGet), once the user's state is back: its
 // answer is cold.snap.
-func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold *coldRead) error {
+func (l *Loader) hydrateSession(ctx context.Context, ref base.SessionRef, cold *coldRead) error {
 	var (
 		userOnce    sync.Once
 		userStarted atomic.Bool
@@ -32,7 +32,7 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold
 			userStarted.Store(true)
 			go func() {
 				defer close(userDone)
-				userErr = l.restoreUserState(ctx, app, user)
+				userErr = l.restoreUserState(ctx, ref.App, ref.User)
 			}()
 		})
 	}
@@ -40,18 +40,17 @@ func (l *Loader) hydrateSession(ctx context.Context, app, user, sid string, cold
 		startUser()
 		return apiEvent(r)
 	}
-	err := l.guarded(ctx, app, user, sid, func(guard cache.ReadGuard) error {
-		key := base.SessionRef{App: app, User: user, ID: sid}
-		s, err := l.opts.DB.LoadSessionEvents(ctx, key, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, prepare)
+	err := l.guarded(ctx, ref.App, ref.User, ref.ID, func(guard cache.ReadGuard) error {
+		s, err := l.opts.DB.LoadSessionEvents(ctx, ref, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, prepare)
 		if errors.Is(err, base.ErrNotFound) {
-			return base.SessionError(base.ErrNotFound, app, user, sid)
+			return base.SessionError(base.ErrNotFound, ref.App, ref.User, ref.ID)
 		}
 		if err != nil {
-			return fmt.Errorf("load %s from the database: %w", base.SessionName(app, user, sid), err)
+			return fmt.Errorf("load %s from the database: %w", ref.String(), err)
 		}
 		startUser()
 		h := cache.HydrateArgs{
-			SessionRef: base.SessionRef{App: app, User: user, ID: sid}, Incarnation: s.Incarnation,
+			SessionRef: ref, Incarnation: s.Incarnation,
 			CreateTime: s.CreateTime.UnixMicro(), UpdateTime: s.UpdateTime.UnixMicro(), Rev: s.Rev,
 			State: statePairs(s.State), Guard: guard,
 		}

@@ -232,7 +232,7 @@ func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cach
 			return err
 		}
 		if len(ids) > 0 {
-			more, refs, err := l.cache.CompactedCalls(ctx, a.App, a.User, a.ID, snap.Incarnation, snap.Rev, ids)
+			more, refs, err := l.cache.CompactedCalls(ctx, a.SessionRef, snap.Incarnation, snap.Rev, ids)
 			if err != nil {
 				return err
 			}

@@ -86,7 +86,7 @@ func (l *Loader) restore(ctx context.Context, app, user, sid string, cause error
 	case errors.Is(cause, cache.ErrAppNotCached):
 		return l.hydrateApp(ctx, app)
 	case errors.Is(cause, cache.ErrNotCached), errors.Is(cause, cache.ErrIncomplete):
-		return l.hydrateSession(ctx, app, user, sid, cold)
+		return l.hydrateSession(ctx, base.SessionRef{App: app, User: user, ID: sid}, cold)
 	}
 	return cause
 }

@@ -46,7 +46,7 @@ func (s *Service) AppendEvent(ctx context.Context, sess *Session, ev *Event) err
 	if ev.Partial {
 		return nil
 	}
-	p, err := s.planAppend(sess.appName, sess.userID, sess.id, ev)
+	p, err := s.planAppend(sess.ref, ev)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (s *Service) AppendTo(ctx context.Context, req *AppendToRequest) error {
 	if err := checkIfLastUpdate(req.IfLastUpdate); err != nil {
 		return err
 	}
-	p, err := s.planAppend(req.AppName, req.UserID, req.SessionID, req.Event)
+	p, err := s.planAppend(base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID}, req.Event)
 	if err != nil {
 		return err
 	}
@@ -112,8 +112,8 @@ type appendPlan struct {
 
 // planAppend checks an event appended to (app, user, sid) (prepareEvent)
 // and prepares the script's arguments; ev is not changed.
-func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, error) {
-	if err := checkSession(app, user, sid); err != nil {
+func (s *Service) planAppend(ref base.SessionRef, ev *Event) (*appendPlan, error) {
+	if err := checkSession(ref.App, ref.User, ref.ID); err != nil {
 		return nil, err
 	}
 	p, err := s.prepareEvent(ev)
@@ -123,10 +123,10 @@ func (s *Service) planAppend(app, user, sid string, ev *Event) (*appendPlan, err
 	stored := p.stored
 	pre, post, err := cache.SplitTimestamp(p.blob)
 	if err != nil {
-		return nil, fmt.Errorf("append event %s to %s: %w", stored.ID, base.SessionName(app, user, sid), err)
+		return nil, fmt.Errorf("append event %s to %s: %w", stored.ID, ref.String(), err)
 	}
 	return &appendPlan{stored: stored, normalized: p.normalized, args: cache.AppendArgs{
-		SessionRef: base.SessionRef{App: app, User: user, ID: sid},
+		SessionRef: ref,
 		Ts:         stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
 		CheckID:  ev.ID != "" && s.db != nil,
 		EventPre: pre, EventPost: post, Delta: p.delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
@@ -340,9 +340,9 @@ func (s *Service) readMissed(ctx context.Context, sess *Session, ev *Event, last
 	if lastTs > 0 {
 		after = lastTs + 1
 	}
-	snap, err := s.loader.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: sess.appName, User: sess.userID, ID: sess.id}, After: after})
+	snap, err := s.loader.Get(ctx, cache.GetArgs{SessionRef: sess.ref, After: after})
 	if err != nil {
-		return nil, fmt.Errorf("append event %s to %s: bring the handle up to date: %w", ev.ID, base.SessionName(sess.appName, sess.userID, sess.id), err)
+		return nil, fmt.Errorf("append event %s to %s: bring the handle up to date: %w", ev.ID, sess.ref.String(), err)
 	}
 	return snap, nil
 }
@@ -571,8 +571,8 @@ func (s *Service) EndInvocation(ctx context.Context, sess *Session, invocationID
 	if err := checkID("invocationID", invocationID, MaxInvocationIDBytes); err != nil {
 		return err
 	}
-	if _, err := s.cache.EndInvocation(ctx, sess.appName, sess.userID, sess.id, invocationID); err != nil {
-		return fmt.Errorf("end invocation %s of %s: %w", invocationID, base.SessionName(sess.appName, sess.userID, sess.id), err)
+	if _, err := s.cache.EndInvocation(ctx, sess.ref, invocationID); err != nil {
+		return fmt.Errorf("end invocation %s of %s: %w", invocationID, sess.ref.String(), err)
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // BenchmarkPlanAppend: the Go side of an append before its round trip
@@ -18,7 +20,7 @@ func BenchmarkPlanAppend(b *testing.B) {
 		Actions: EventActions{StateDelta: map[string]any{"counter": 7.0, "user:last": 7.0, "temp:step": 2.0}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.planAppend("bench", "u1", "s1", ev); err != nil {
+		if _, err := s.planAppend(base.SessionRef{App: "bench", User: "u1", ID: "s1"}, ev); err != nil {
 			b.Fatal(err)
 		}
 	}

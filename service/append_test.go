@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 )
 
 func TestSplitDelta(t *testing.T) {
@@ -78,7 +79,7 @@ func eventRecord(t *testing.T, seq int64, ts int64, author string) cache.EventRe
 // result older than what the handle holds must not roll its state back.
 func TestApplyAppendedOutOfOrder(t *testing.T) {
 	t.Parallel()
-	sess := &Session{id: "s", appName: "a", userID: "u", rev: 1, lastTs: 100,
+	sess := &Session{ref: base.SessionRef{App: "a", User: "u", ID: "s"}, rev: 1, lastTs: 100,
 		state: map[string]any{"base": float64(1), "app:x": float64(1)}, tempInv: "i"}
 	sess.events = []*Event{{ID: "e1", Author: "e1", Timestamp: time.UnixMicro(100).UTC()}}
 

@@ -221,8 +221,8 @@ func TestIndexBuildRefusesAMovedSession(t *testing.T) {
 	before, err := svc.rdb.HGetAll(ctx, undo).Result()
 	require.NoError(t, err)
 	inc := created.Session.inc
-	require.ErrorIs(t, svc.cache.BuildIndex(ctx, "app", "u", "s", inc, 2, history[:2]), cache.ErrIncomplete, "an older revision")
-	require.ErrorIs(t, svc.cache.BuildIndex(ctx, "app", "u", "s", inc+1, 3, history), cache.ErrIncomplete, "another incarnation")
+	require.ErrorIs(t, svc.cache.BuildIndex(ctx, base.SessionRef{App: "app", User: "u", ID: "s"}, inc, 2, history[:2]), cache.ErrIncomplete, "an older revision")
+	require.ErrorIs(t, svc.cache.BuildIndex(ctx, base.SessionRef{App: "app", User: "u", ID: "s"}, inc+1, 3, history), cache.ErrIncomplete, "another incarnation")
 	k := svc.cache.Keys().Session("app", "u", "s")
 	r, err := svc.rdb.Eval(ctx, lua.IndexBuild, []string{k.Session, k.Undo}, inc, 3, 2, history[1].Ts, history[1].InvocationID, "").Slice()
 	require.NoError(t, err)
@@ -231,7 +231,7 @@ func TestIndexBuildRefusesAMovedSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before, after, "nothing written by the refused calls (a chunk after none)")
 
-	require.NoError(t, svc.cache.BuildIndex(ctx, "app", "u", "s", inc, 3, history))
+	require.NoError(t, svc.cache.BuildIndex(ctx, base.SessionRef{App: "app", User: "u", ID: "s"}, inc, 3, history))
 	require.Equal(t, "1", svc.rdb.HGet(ctx, undo, "xok").Val(), "the index is whole")
 }
 

@@ -19,7 +19,7 @@ func (s *Service) Delete(ctx context.Context, req *DeleteRequest) error {
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return err
 	}
-	if _, err := s.cache.Delete(ctx, req.AppName, req.UserID, req.SessionID); err != nil {
+	if _, err := s.cache.Delete(ctx, base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID}); err != nil {
 		return fmt.Errorf("delete %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
 	return nil

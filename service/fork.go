@@ -124,7 +124,7 @@ func (s *Service) forked(ctx context.Context, req *ForkRequest, nid string) (*Fo
 // session forked from: its events before the point, and its create-time
 // state with their session deltas applied (stateBefore).
 func (s *Service) forkFromHistory(ctx context.Context, req *ForkRequest, createState string) (*cache.ForkHistory, error) {
-	snap, err := s.fullHistory(ctx, req.AppName, req.UserID, req.SessionID)
+	snap, err := s.fullHistory(ctx, base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID})
 	if err != nil {
 		return nil, historyError("fork", err)
 	}

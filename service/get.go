@@ -104,7 +104,7 @@ func (s *Service) Get(ctx context.Context, req *GetRequest) (*GetResponse, error
 			return nil, fmt.Errorf("get %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 		}
 	}
-	sess, err := sessionFromEvents(req.AppName, req.UserID, req.SessionID, snap, kept)
+	sess, err := sessionFromEvents(args.SessionRef, snap, kept)
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", base.SessionName(req.AppName, req.UserID, req.SessionID), err)
 	}
@@ -201,17 +201,17 @@ func (s *Service) buildIndex(ctx context.Context, a cache.GetArgs, snap *cache.S
 	for i, e := range events {
 		idx[i] = cache.IndexedEvent{Ts: recs[i].Ts, InvocationID: e.InvocationID, Entry: compactionIndexEntry(e)}
 	}
-	return s.cache.BuildIndex(ctx, a.App, a.User, a.ID, snap.Incarnation, snap.Rev, idx)
+	return s.cache.BuildIndex(ctx, a.SessionRef, snap.Incarnation, snap.Rev, idx)
 }
 
 // sessionFromSnapshot builds a handle from what the cache returned.
-func sessionFromSnapshot(app, user, sid string, snap *cache.Snapshot) (*Session, error) {
-	return sessionFromEvents(app, user, sid, snap, nil)
+func sessionFromSnapshot(ref base.SessionRef, snap *cache.Snapshot) (*Session, error) {
+	return sessionFromEvents(ref, snap, nil)
 }
 
 // sessionFromEvents builds a handle from what the cache returned, with
 // snap.Events decoded as events (nil: decoded here).
-func sessionFromEvents(app, user, sid string, snap *cache.Snapshot, events []*Event) (*Session, error) {
+func sessionFromEvents(ref base.SessionRef, snap *cache.Snapshot, events []*Event) (*Session, error) {
 	state, err := mergedState(snap)
 	if err != nil {
 		return nil, err
@@ -229,7 +229,7 @@ func sessionFromEvents(app, user, sid string, snap *cache.Snapshot, events []*Ev
 		lastTs = 0
 	}
 	return &Session{
-		id: sid, appName: app, userID: user,
+		ref:   ref,
 		state: state, events: events,
 		lastUpdate: time.UnixMicro(snap.UpdateTime).UTC(),
 		inc:        snap.Incarnation, rev: snap.Rev, lastTs: lastTs,

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-
-	"github.com/adksession/adksession/cache/base"
 )
 
 // ErrNoArtifactService: an instruction template names an artifact
@@ -70,7 +68,7 @@ func fillPlaceholder(m string, sess *Session) (string, error) {
 	name := strings.TrimSpace(strings.TrimRight(strings.TrimLeft(m, "{"), "}"))
 	name, optional := strings.CutSuffix(name, "?")
 	if file, ok := strings.CutPrefix(name, "artifact."); ok {
-		return "", fmt.Errorf("%w: placeholder %s names artifact %q of %s", ErrNoArtifactService, m, file, base.SessionName(sess.appName, sess.userID, sess.id))
+		return "", fmt.Errorf("%w: placeholder %s names artifact %q of %s", ErrNoArtifactService, m, file, sess.ref.String())
 	}
 	if !validStateName(name) {
 		return m, nil
@@ -82,7 +80,7 @@ func fillPlaceholder(m string, sess *Session) (string, error) {
 		if optional {
 			return "", nil
 		}
-		return "", fmt.Errorf("%w: instruction placeholder {%s}: key %q in %s (write {%s?} to allow its absence)", ErrStateKeyNotExist, name, name, base.SessionName(sess.appName, sess.userID, sess.id), name)
+		return "", fmt.Errorf("%w: instruction placeholder {%s}: key %q in %s (write {%s?} to allow its absence)", ErrStateKeyNotExist, name, name, sess.ref.String(), name)
 	}
 	return formatStateValue(v)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 func TestInjectState(t *testing.T) {
@@ -63,7 +65,7 @@ func TestInjectState(t *testing.T) {
 		{"unbalanced", "{topic", "{topic"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sess := &Session{id: "s1", state: state}
+			sess := &Session{ref: base.SessionRef{ID: "s1"}, state: state}
 			got, err := InjectState(context.Background(), tc.template, sess)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got)
@@ -72,7 +74,7 @@ func TestInjectState(t *testing.T) {
 }
 
 func TestInjectStateErrors(t *testing.T) {
-	sess := &Session{id: "s1", state: map[string]any{"user_name": "Foo"}}
+	sess := &Session{ref: base.SessionRef{ID: "s1"}, state: map[string]any{"user_name": "Foo"}}
 	for _, tc := range []struct {
 		name, template string
 		is             error

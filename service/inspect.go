@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // SessionInfo is what Inspect tells an operator about one session.
@@ -52,7 +54,8 @@ func (s *Service) Inspect(ctx context.Context, req *GetRequest) (*SessionInfo, e
 	if err := checkSession(req.AppName, req.UserID, req.SessionID); err != nil {
 		return nil, err
 	}
-	before, err := s.cache.Inspect(ctx, req.AppName, req.UserID, req.SessionID)
+	ref := base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID}
+	before, err := s.cache.Inspect(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +65,7 @@ func (s *Service) Inspect(ctx context.Context, req *GetRequest) (*SessionInfo, e
 	}
 	st := before
 	if !before.Cached {
-		if st, err = s.cache.Inspect(ctx, req.AppName, req.UserID, req.SessionID); err != nil {
+		if st, err = s.cache.Inspect(ctx, ref); err != nil {
 			return nil, err
 		}
 	}

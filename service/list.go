@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/loader"
 )
 
@@ -65,7 +66,7 @@ func (s *Service) List(ctx context.Context, req *ListRequest) (*ListResponse, er
 	}
 	resp := &ListResponse{NextPageToken: next, Sessions: make([]*Session, 0, len(items))}
 	for _, it := range items {
-		sess, err := sessionFromSnapshot(req.AppName, it.User, it.SID, it.Snap)
+		sess, err := sessionFromSnapshot(base.SessionRef{App: req.AppName, User: it.User, ID: it.SID}, it.Snap)
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}

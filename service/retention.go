@@ -7,8 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/adksession/adksession/cache/base/startstop"
 	"github.com/google/uuid"
+
+	"github.com/adksession/adksession/cache/base/startstop"
 )
 
 // RetentionConfig makes a Service prune idle sessions in the background

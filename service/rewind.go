@@ -143,21 +143,21 @@ func unknownInvocation(app, user, sid, inv string) error {
 // cached tail from the database; until the loader does, a history that
 // does not start at the first event is refused rather than replayed from
 // the middle.
-func (s *Service) fullHistory(ctx context.Context, app, user, sid string) (*cache.Snapshot, error) {
-	snap, err := s.loader.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: app, User: user, ID: sid}, After: -1})
+func (s *Service) fullHistory(ctx context.Context, ref base.SessionRef) (*cache.Snapshot, error) {
+	snap, err := s.loader.Get(ctx, cache.GetArgs{SessionRef: ref, After: -1})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("%s: read history: %w", base.SessionName(app, user, sid), err)
+		return nil, fmt.Errorf("%s: read history: %w", ref.String(), err)
 	}
 	for i, r := range snap.Events {
 		if r.Seq != int64(i+1) {
-			return nil, fmt.Errorf("%s: history read has event %d where %d belongs: the events older than the cached ones are not available", base.SessionName(app, user, sid), r.Seq, i+1)
+			return nil, fmt.Errorf("%s: history read has event %d where %d belongs: the events older than the cached ones are not available", ref.String(), r.Seq, i+1)
 		}
 	}
 	if int64(len(snap.Events)) != snap.Rev {
-		return nil, fmt.Errorf("%s: history read has %d events, the session %d", base.SessionName(app, user, sid), len(snap.Events), snap.Rev)
+		return nil, fmt.Errorf("%s: history read has %d events, the session %d", ref.String(), len(snap.Events), snap.Rev)
 	}
 	return snap, nil
 }
@@ -197,7 +197,7 @@ func stateBefore(createTime map[string]json.RawMessage, events []*Event, p int) 
 // the events before the point, but from the create-time state instead of an
 // empty one.
 func (s *Service) rewindFromHistory(ctx context.Context, req *RewindRequest, createState string) (*cache.RewindDelta, error) {
-	snap, err := s.fullHistory(ctx, req.AppName, req.UserID, req.SessionID)
+	snap, err := s.fullHistory(ctx, base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID})
 	if err != nil {
 		return nil, historyError("rewind", err)
 	}

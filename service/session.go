@@ -18,7 +18,7 @@ import (
 // that wrote them or a Get with InvocationID, temp: keys). AppendEvent
 // updates it in place. A Session is safe for concurrent use.
 type Session struct {
-	id, appName, userID string
+	ref base.SessionRef
 
 	mu         sync.RWMutex
 	state      map[string]any
@@ -44,19 +44,19 @@ func (s *Session) cacheKeys(store *cache.Store) *cache.SessionKeys {
 	if k := s.keys.Load(); k != nil && k.store == store {
 		return &k.keys
 	}
-	k := &handleKeys{store: store, keys: store.Keys().Session(s.appName, s.userID, s.id)}
+	k := &handleKeys{store: store, keys: store.Keys().Session(s.ref.App, s.ref.User, s.ref.ID)}
 	s.keys.Store(k)
 	return &k.keys
 }
 
 // ID is the session id.
-func (s *Session) ID() string { return s.id }
+func (s *Session) ID() string { return s.ref.ID }
 
 // AppName is the app the session belongs to.
-func (s *Session) AppName() string { return s.appName }
+func (s *Session) AppName() string { return s.ref.App }
 
 // UserID is the user the session belongs to.
-func (s *Session) UserID() string { return s.userID }
+func (s *Session) UserID() string { return s.ref.User }
 
 // LastUpdateTime is the timestamp of the last appended event, or the
 // creation time before any.
@@ -82,7 +82,7 @@ func (st State) Get(key string) (any, error) {
 	defer st.s.mu.RUnlock()
 	v, ok := st.s.state[key]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q in %s", ErrStateKeyNotExist, key, base.SessionName(st.s.appName, st.s.userID, st.s.id))
+		return nil, fmt.Errorf("%w: %q in %s", ErrStateKeyNotExist, key, st.s.ref.String())
 	}
 	return v, nil
 }
