@@ -3,7 +3,10 @@
 // database) putting back what Redis no longer holds, atomically (hydrate.lua
 // writes only if no append or other loader got there first). Every script
 // call that may find its data gone runs through Loader.Run, which puts the
-// session, user or app state back and runs the call again.
+// session, user or app state back and runs the call again. The writes read
+// the database through it too (StoredEvent, HoldsEvent, CreateState), and
+// it reads the database through Database, the slice of *persist.Store it
+// needs.
 //
 // It is internal to adksession: its exported names serve package service and
 // may change at any time. Programs use package service.
@@ -26,12 +29,16 @@ import (
 
 // Database is what a Loader reads from the database: the read side of
 // *persist.Store, and nothing it writes. A cold read, a listing and an
-// older window ask it for rows and put what they read back into Redis.
+// older window ask it for rows and put what they read back into Redis; an
+// append asks it for an event by id, a rewind and a fork for the state a
+// session was created with (StoredEvent, HoldsEvent, CreateState).
 type Database interface {
 	LoadSessionEvents(ctx context.Context, key base.SessionRef, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error)
 	LoadEvents(ctx context.Context, key base.SessionRef, w persist.Window, beforeSeq int64) ([]persist.EventRow, error)
 	LoadEventsAt(ctx context.Context, key base.SessionRef, at []time.Time, ranges []persist.TimeRange) ([]persist.EventRow, error)
 	LoadViewEvents(ctx context.Context, key base.SessionRef, q persist.ViewQuery) ([]persist.EventRow, error)
+	LoadEvent(ctx context.Context, key base.SessionRef, id string) (*persist.EventRow, error)
+	LoadCreateState(ctx context.Context, key base.SessionRef, incarnation int64) (map[string]json.RawMessage, bool, error)
 	LoadUserState(ctx context.Context, app, user string) (map[string]json.RawMessage, persist.StateVersion, error)
 	LoadAppState(ctx context.Context, app string) (map[string]json.RawMessage, int64, error)
 	ListSessions(ctx context.Context, app string, after base.SessionRef, limit int) (*persist.Listing, error)

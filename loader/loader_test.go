@@ -268,3 +268,47 @@ func TestColdReadAgainWhenGuardMoves(t *testing.T) {
 	_, err = c.Get(ctx, get)
 	require.ErrorIs(t, err, cache.ErrNotCached, "no outdated read of the session was put back")
 }
+
+// TestStoredEvent: the reads an append, a rewind and a fork make of the
+// database through the loader: an event by id in the form Redis keeps, and
+// the state a session was created with; without a database, none.
+func TestStoredEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cold := base.SessionRef{App: "a", User: "u", ID: "cold"}
+	l := New(newMiniCache(t, true), Options{DB: coldDB(t), CacheTTL: time.Hour, MaxCachedEvents: 10})
+
+	rec, err := l.StoredEvent(ctx, cold, "e2")
+	require.NoError(t, err)
+	require.Equal(t, "e2", rec.ID)
+	require.Equal(t, time.Unix(102, 0).UnixMicro(), rec.Ts)
+	var ev map[string]any
+	require.NoError(t, json.Unmarshal([]byte(rec.JSON), &ev))
+	require.Equal(t, map[string]any{"id": "e2", "invocationId": "i2", "author": "model", "timestamp": 102.0},
+		ev, "the API form (invocationId), with the row's id, invocation and time")
+	_, err = l.StoredEvent(ctx, cold, "e9")
+	require.ErrorIs(t, err, base.ErrNotFound)
+	_, err = l.StoredEvent(ctx, base.SessionRef{App: "a", User: "other", ID: "cold"}, "e2")
+	require.ErrorIs(t, err, base.ErrNotFound, "another user's session of the same id")
+
+	held, err := l.HoldsEvent(ctx, cold, "e1")
+	require.NoError(t, err)
+	require.True(t, held)
+	held, err = l.HoldsEvent(ctx, cold, "e9")
+	require.NoError(t, err)
+	require.False(t, held)
+
+	_, ok, err := l.CreateState(ctx, cold, 1)
+	require.NoError(t, err)
+	require.False(t, ok, "a session ADK wrote has no create-time state on record")
+
+	bare := New(newMiniCache(t, false), Options{})
+	_, err = bare.StoredEvent(ctx, cold, "e2")
+	require.ErrorIs(t, err, base.ErrNotFound, "no database: Redis is the only copy")
+	held, err = bare.HoldsEvent(ctx, cold, "e2")
+	require.NoError(t, err)
+	require.False(t, held)
+	_, ok, err = bare.CreateState(ctx, cold, 1)
+	require.NoError(t, err)
+	require.False(t, ok)
+}

@@ -172,7 +172,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			// changes applied may be gone with Redis: an event the database
 			// holds was flushed, its change applied then.
 			var err error
-			if flushed, err = s.dbHoldsEvent(ctx, a); err != nil {
+			if flushed, err = s.loader.HoldsEvent(ctx, a.SessionRef, a.EventID); err != nil {
 				return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
 			}
 		}
@@ -228,49 +228,28 @@ func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cac
 // vouch for (ids older than the cache): nil when the session has no such
 // event, a *cache.DuplicateEventError with the stored event when it has.
 func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error {
-	key := args.SessionRef
-	row, err := s.db.LoadEvent(ctx, key, args.EventID)
+	rec, err := s.loader.StoredEvent(ctx, args.SessionRef, args.EventID)
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	js, err := eventjson.APIEvent(row.Data, row.ValidJSON, row.ID, row.InvocationID, row.Timestamp)
-	if err != nil {
-		return err
-	}
-	return &cache.DuplicateEventError{Stored: &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js), ID: row.ID}, Flushed: true}
-}
-
-// dbHoldsEvent tells whether the database holds an event with a's id in
-// a's session (whatever its content: one it holds under a reused id is the
-// database's, and the copy's is a conflict the flush dead-letters).
-func (s *Service) dbHoldsEvent(ctx context.Context, a cache.AppendArgs) (bool, error) {
-	_, err := s.db.LoadEvent(ctx, a.SessionRef, a.EventID)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
+	return &cache.DuplicateEventError{Stored: rec, Flushed: true}
 }
 
 // appendedBefore answers an append whose event id the session holds: the
 // stored event (nil: not cached, and not in the database either — it was
 // looked up there) is compared with the one sent.
 func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
-	if rec == nil && s.db == nil {
+	if rec == nil && !s.loader.Durable() {
 		return fmt.Errorf("append event %s to %s: the stored event with this id is not cached", sent.ID, base.SessionName(a.App, a.User, a.ID))
 	}
 	if rec == nil {
-		row, err := s.db.LoadEvent(ctx, a.SessionRef, sent.ID)
-		if err != nil {
+		var err error
+		if rec, err = s.loader.StoredEvent(ctx, a.SessionRef, sent.ID); err != nil {
 			return fmt.Errorf("append event %s to %s: look up the stored event: %w", sent.ID, base.SessionName(a.App, a.User, a.ID), err)
 		}
-		js, err := eventjson.APIEvent(row.Data, row.ValidJSON, row.ID, row.InvocationID, row.Timestamp)
-		if err != nil {
-			return err
-		}
-		rec = &cache.EventRecord{Ts: row.Timestamp.UnixMicro(), JSON: string(js)}
 	}
 	same, err := isRetryOf(rec.JSON, sent)
 	if err != nil {

@@ -281,11 +281,7 @@ func (s *Service) createState(ctx context.Context, app, user, sid, fromCache str
 		}
 		return createTime, nil
 	}
-	if s.db == nil {
-		return createTime, nil
-	}
-	key := base.SessionRef{App: app, User: user, ID: sid}
-	stored, ok, err := s.db.LoadCreateState(ctx, key, incarnation)
+	stored, ok, err := s.loader.CreateState(ctx, base.SessionRef{App: app, User: user, ID: sid}, incarnation)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", base.SessionName(app, user, sid), err)
 	}
