@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -145,6 +146,8 @@ VALUES ('e1', 'shop', 'erin', 'adk', 'i', $1, '{"author":"user"}')`, longAgo.UTC
 	require.Equal(t, keysBefore, len(e.namespaceKeys()), "a dry run changed Redis keys")
 	require.Equal(t, [6]int64{5, 12, 3, 1, 0, 0}, [6]int64{dry.Sessions, dry.Events, dry.UserStates, dry.AppStates, dry.Kept, dry.Tombstones},
 		"dry run: sessions, events, user states (alice, carol, erin), app states (solo), kept, tombstones")
+	require.Equal(t, [2]float64{0, 0}, [2]float64{pruneCounter(t, e.svc, "adksession_prune_sessions_total"), pruneCounter(t, e.svc, "adksession_prune_events_total")},
+		"a dry run is not counted in the prune metrics")
 
 	sum, err := e.svc.Prune(ctx, &service.PruneRequest{IdleFor: 30 * 24 * time.Hour})
 	require.NoError(t, err)
@@ -153,6 +156,8 @@ VALUES ('e1', 'shop', 'erin', 'adk', 'i', $1, '{"author":"user"}')`, longAgo.UTC
 	require.Equal(t, dry.Bytes, sum.Bytes, "bytes counted by the dry run and freed by the prune")
 	require.Greater(t, sum.Bytes, int64(12*20), "bytes freed")
 	require.Equal(t, 1, sum.Batches)
+	require.Equal(t, [2]float64{5, 12}, [2]float64{pruneCounter(t, e.svc, "adksession_prune_sessions_total"), pruneCounter(t, e.svc, "adksession_prune_events_total")},
+		"the prune metrics count what was deleted")
 
 	e.model.pruned(sessKey{"shop", "alice", "a1"}, sessKey{"shop", "alice", "a2"}, sessKey{"shop", "bob", "b-old"}, sessKey{"solo", "carol", "c1"})
 	checkDB(t, e.db, e.model) // erin's rows are not in the model: checkDB proves them gone too
@@ -334,4 +339,21 @@ func TestPruneRefuses(t *testing.T) {
 	_, err := noDB.svc.Prune(ctx, &service.PruneRequest{IdleFor: time.Hour})
 	require.ErrorIs(t, err, service.ErrInvalidArgument)
 	require.Contains(t, err.Error(), "no database")
+}
+
+// pruneCounter reads counter name of svc's metrics.
+func pruneCounter(t *testing.T, svc *service.Service, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(svc.Metrics()))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1, name)
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -5,8 +5,9 @@
 // call that may find its data gone runs through Loader.Run, which puts the
 // session, user or app state back and runs the call again. The writes read
 // the database through it too (StoredEvent, HoldsEvent, CreateState), and
-// it reads the database through Database, the slice of *persist.Store it
-// needs.
+// it runs the prune (Prune), the other protocol that spans both stores. It
+// uses the database through Database and PruneDatabase, the slices of
+// *persist.Store it needs.
 //
 // It is internal to adksession: its exported names serve package service and
 // may change at any time. Programs use package service.
@@ -51,6 +52,7 @@ var _ Database = (*persist.Store)(nil)
 // Options configure a Loader.
 type Options struct {
 	DB              Database      // nil: Redis only
+	Prune           PruneDatabase // nil: no prunes (no database)
 	CacheTTL        time.Duration // TTL of rehydrated (fully flushed) keys (service.Config.CacheTTL)
 	MaxCachedEvents int           // events put back per session (service.Config.MaxCachedEvents)
 	// Decode, when not nil, decodes events for the reader (service's

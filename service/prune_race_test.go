@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/integration/testenv"
+	"github.com/adksession/adksession/loader"
 )
 
 // TestPruneRaces puts writes exactly between the steps of a prune's batch
@@ -59,20 +60,20 @@ func TestPruneRaces(t *testing.T) {
 	appendNew := func(sid string) error {
 		return svc.AppendEvent(ctx, handles[sid], &Event{Author: "user", InvocationID: "new", Content: json.RawMessage(`{"parts":[{"text":"new"}]}`)})
 	}
-	stages := map[pruneStage]int{}
-	svc.pruneHook = func(stage pruneStage) {
+	stages := map[loader.PruneStage]int{}
+	svc.pruneHook = func(stage loader.PruneStage) {
 		stages[stage]++
 		if stages[stage] > 1 {
 			return
 		}
 		switch stage {
-		case pruneRead:
+		case loader.PruneRead:
 			require.NoError(t, appendNew("x"))
 			require.NoError(t, appendNew("w"))
 			require.NoError(t, appendNew("y"))
 			require.NoError(t, svc.Flush(ctx))
 			evict("y")
-		case pruneFenced:
+		case loader.PruneFenced:
 			_, err := svc.Get(ctx, &GetRequest{AppName: "app", UserID: "u", SessionID: "z"})
 			require.ErrorIs(t, err, ErrNotFound, "Get of a fenced session")
 			require.ErrorIs(t, appendNew("z"), ErrNotFound, "append to a fenced session")
@@ -80,7 +81,7 @@ func TestPruneRaces(t *testing.T) {
 	}
 	sum, err := svc.Prune(ctx, &PruneRequest{IdleFor: 30 * 24 * time.Hour})
 	require.NoError(t, err)
-	require.Equal(t, map[pruneStage]int{pruneRead: 1, pruneFenced: 1}, stages)
+	require.Equal(t, map[loader.PruneStage]int{loader.PruneRead: 1, loader.PruneFenced: 1}, stages)
 	require.Equal(t, [3]int64{1, 3, 3}, [3]int64{sum.Sessions, sum.Events, sum.Kept}, "sessions and events pruned (z), kept (w, x, y)")
 	// y's fence was lifted (the hash is gone: y is read back on next use);
 	// z's stays until it expires.

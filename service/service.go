@@ -33,8 +33,8 @@ type Service struct {
 	flusher *persist.Flusher // nil without a database or with DisableFlusher
 	prunes  pruneStats
 	// pruneHook, set by tests of this package, runs at each stage of a
-	// prune's batch (pruneRead, pruneFenced).
-	pruneHook func(pruneStage)
+	// prune's batch (loader.PruneRead, loader.PruneFenced).
+	pruneHook func(loader.PruneStage)
 	retention *retention // nil without Config.Retention
 	// indexBuilds: the compaction indexes built after a cold compacted read.
 	indexBuilds indexBuilds
@@ -95,8 +95,8 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	lo := loader.Options{CacheTTL: cfg.CacheTTL, MaxCachedEvents: cfg.MaxCachedEvents,
 		Decode: func(recs []cache.EventRecord) (any, error) { return decodeEvents(recs) }}
-	if s.db != nil { // a nil *persist.Store in the interface would be a database
-		lo.DB = s.db
+	if s.db != nil { // a nil *persist.Store in the interfaces would be a database
+		lo.DB, lo.Prune = s.db, s.db
 	}
 	s.loader = loader.New(s.cache, lo)
 	if s.db != nil && !cfg.DisableFlusher {
