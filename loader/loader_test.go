@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -115,6 +116,12 @@ func TestGetReadThrough(t *testing.T) {
 // of app "a", user "u" (state {"k":"v"}, events e1 and e2), the user's
 // state {"x":2} and the app's state {"g":1}.
 func coldDB(t *testing.T) *persist.Store {
+	store, _ := coldSQL(t)
+	return store
+}
+
+// coldSQL is coldDB with its SQLite handle.
+func coldSQL(t *testing.T) (*persist.Store, *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "loader.db"))
@@ -140,7 +147,7 @@ func coldDB(t *testing.T) *persist.Store {
 	}
 	store, err := persist.OpenDB(ctx, db, "sqlite")
 	require.NoError(t, err)
-	return store
+	return store, db
 }
 
 // TestRunRecovers: with a database, Run puts back what the operation
@@ -311,4 +318,66 @@ func TestStoredEvent(t *testing.T) {
 	_, ok, err = bare.CreateState(ctx, cold, 1)
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+// TestPruneProtocol runs the prune's protocol on miniredis and SQLite, no
+// server: of two idle sessions ADK wrote (the coldDB's, and another user's
+// only session), the one whose row changes while it is fenced is kept and
+// its fence lifted; the other goes from the database with its user's state,
+// and its read guard moves, so that a cold read begun before the delete
+// puts nothing back.
+func TestPruneProtocol(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := coldSQL(t)
+	ts := func(sec int) string { return time.Unix(int64(sec), 0).UTC().Format("2006-01-02 15:04:05.000000") }
+	for _, q := range []string{
+		`INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) VALUES ('a', 'v', 'idle', '{}', '` + ts(100) + `', '` + ts(100) + `')`,
+		`INSERT INTO user_states (app_name, user_id, state, update_time) VALUES ('a', 'v', '{"y": 1}', '` + ts(100) + `')`,
+	} {
+		_, err := db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	c, rdb := newMiniRedis(t, true)
+	l := New(c, Options{DB: store, Prune: store, CacheTTL: time.Hour, MaxCachedEvents: 10})
+	idle := base.SessionRef{App: "a", User: "v", ID: "idle"}
+	guard, err := c.ReadGuard(ctx, idle.App, idle.User, idle.ID)
+	require.NoError(t, err)
+
+	var stages []PruneStage
+	var deleted [2]int64
+	tally, err := l.Prune(ctx, PruneArgs{Cutoff: time.Unix(1000, 0), BatchSize: 10, TombstoneMargin: time.Hour,
+		Deleted: func(sessions, events int64) { deleted[0] += sessions; deleted[1] += events },
+		Stage: func(st PruneStage) {
+			stages = append(stages, st)
+			if st == PruneFenced { // an append lands on "cold" while it is fenced
+				_, err := db.ExecContext(ctx, `UPDATE sessions SET update_time = $1 WHERE id = 'cold'`, ts(500))
+				require.NoError(t, err)
+			}
+		}})
+	require.NoError(t, err)
+	require.Equal(t, []PruneStage{PruneRead, PruneFenced}, stages, "one batch")
+	require.Equal(t, PruneTally{Sessions: 1, Bytes: 2, UserStates: 1, Kept: 1, Batches: 1}, tally, "the bytes of its state {}")
+	require.Equal(t, [2]int64{1, 0}, deleted, "the deletions told as they happen")
+
+	var sessions []string
+	require.NoError(t, sqlx.SelectContext(ctx, sqlx.NewDb(db, "sqlite"), &sessions, `SELECT id FROM sessions ORDER BY id`))
+	require.Equal(t, []string{"cold"}, sessions, "the idle session is gone, the changed one kept")
+	var users []string
+	require.NoError(t, sqlx.SelectContext(ctx, sqlx.NewDb(db, "sqlite"), &users, `SELECT user_id FROM user_states ORDER BY user_id`))
+	require.Equal(t, []string{"u"}, users, "v's state went with v's last session")
+	fences, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	for _, k := range fences {
+		require.NotContains(t, k, ":s:a:u:cold", "the kept session's fence is lifted: %v", fences)
+	}
+	snap, err := l.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "cold"}, After: -1})
+	require.NoError(t, err, "the kept session reads")
+	require.Equal(t, int64(2), snap.Rev)
+	wrote, err := c.Hydrate(ctx, cache.HydrateArgs{SessionRef: idle, Guard: guard}, time.Hour)
+	require.NoError(t, err)
+	require.False(t, wrote, "the deleted session's fence stands for the read")
+	require.NoError(t, rdb.Del(ctx, miniKeys(t).Session(idle.App, idle.User, idle.ID).Session).Err(), "the fence expires")
+	_, err = c.Hydrate(ctx, cache.HydrateArgs{SessionRef: idle, Guard: guard}, time.Hour)
+	require.ErrorIs(t, err, cache.ErrReadOutdated, "a read of the deleted session begun before the delete puts nothing back")
 }
