@@ -163,7 +163,7 @@ func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
 		b.Entries += lens[i].Val()
 		b.Dead += dead[i].Val()
 		if msgs := firsts[i].Val(); len(msgs) > 0 {
-			if t := StreamIDTime(msgs[0].ID); b.Oldest.IsZero() || t.Before(b.Oldest) {
+			if t := streamIDTime(msgs[0].ID); b.Oldest.IsZero() || t.Before(b.Oldest) {
 				b.Oldest = t
 			}
 		}
@@ -227,8 +227,8 @@ func (s *Store) edgeChangeIDs(ctx context.Context, newest bool) ([]string, error
 	return out, nil
 }
 
-// StreamIDTime is the time part of a stream entry id.
-func StreamIDTime(id string) time.Time {
+// streamIDTime is the time part of a stream entry id.
+func streamIDTime(id string) time.Time {
 	ms, _, _ := strings.Cut(id, "-")
 	n, _ := strconv.ParseInt(ms, 10, 64)
 	return time.UnixMilli(n)

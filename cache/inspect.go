@@ -59,7 +59,7 @@ func (s *Store) Inspect(ctx context.Context, ref base.SessionRef) (*SessionStats
 	st := &SessionStats{Shard: k.Shard, ShardBacklog: backlog.Val(), ShardDeadLetters: dead.Val(),
 		CachedEvents: cached.Val(), Memory: map[string]int64{}}
 	if msgs := oldest.Val(); len(msgs) > 0 {
-		st.ShardOldest = StreamIDTime(msgs[0].ID)
+		st.ShardOldest = streamIDTime(msgs[0].ID)
 	}
 	m := meta.Val()
 	st.Deleted = m[3] == "1"

@@ -27,7 +27,7 @@ const DefaultShards = 64
 const LayoutVersion = 3
 
 // Keys builds every Redis key adksession uses. Nothing else in the module
-// knows a key name. Layout lists them all; docs/redis-keys.md is the same
+// knows a key name. layout lists them all; docs/redis-keys.md is the same
 // table for operators, and a test keeps the two equal.
 //
 // <shard> is a number in [0, shards): a hash of (app, user). All keys of one
@@ -41,13 +41,13 @@ type Keys struct {
 	shards int
 }
 
-// KeySpec describes one kind of key for operators and dashboards.
-type KeySpec struct {
+// keySpec describes one kind of key for operators and dashboards.
+type keySpec struct {
 	Pattern, Type, TTL, Writer, Reader string
 }
 
-// Layout is every kind of key, as documented in docs/redis-keys.md.
-var Layout = []KeySpec{
+// layout is every kind of key, as documented in docs/redis-keys.md.
+var layout = []keySpec{
 	{"<ns>adk:{<shard>}:s:<app>:<user>:<sid>", "hash", "none while unflushed (or while m:hold > 0); CacheTTL once flushed and idle; deleted once flushed when the flusher rebased it onto the database",
 		"create.lua, append.lua, fork.lua (the new session), delete.lua (tombstone), end_invocation.lua, flusher (m:fl, m:hold, m:rb); dead_letter.lua (m:hold); prune_fence.lua (a prune's fence: a tombstone with a TTL of 2 min, m:prune, m:us), prune_unfence.lua",
 		"get.lua, append.lua, List, dashboards: fields m:inc m:ct m:ut m:rev m:first m:cnt m:fl m:tinv m:del m:cid m:sz, s:<key> = session state (JSON); flusher: m:hold = dead letters whose events only Redis holds, m:rb = 1: rebased onto the database and kept (unflushed writes), rebased at every flush until it goes"},
@@ -276,15 +276,15 @@ func (k Keys) PruneLease() string { return k.prefix + "prune:lease" }
 // is the (user, sid) order the database lists sessions in.
 func AppIndexMember(user, sid string) string { return user + "\x00" + sid }
 
-// AppIndexUserRange is the ZRANGE BYLEX range ("[<user> NUL" to
+// appIndexUserRange is the ZRANGE BYLEX range ("[<user> NUL" to
 // "(<user> \x01") of every member of user in an app index.
-func AppIndexUserRange(user string) (min, max string) {
+func appIndexUserRange(user string) (min, max string) {
 	return "[" + AppIndexMember(user, ""), "(" + user + "\x01"
 }
 
-// AppIndexAfter is the exclusive ZRANGE BYLEX bound of the members after
+// appIndexAfter is the exclusive ZRANGE BYLEX bound of the members after
 // session (user, sid) in an app index.
-func AppIndexAfter(user, sid string) string { return "(" + AppIndexMember(user, sid) }
+func appIndexAfter(user, sid string) string { return "(" + AppIndexMember(user, sid) }
 
 // ParseAppIndexMember reverses AppIndexMember.
 func ParseAppIndexMember(m string) (user, sid string, err error) {

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// layoutTable renders Layout as the markdown table of docs/redis-keys.md.
+// layoutTable renders layout as the markdown table of docs/redis-keys.md.
 func layoutTable() string {
 	var b strings.Builder
 	b.WriteString("| pattern | type | TTL | writer | reader |\n|---|---|---|---|---|\n")
-	for _, k := range Layout {
+	for _, k := range layout {
 		cells := []string{"`" + k.Pattern + "`", k.Type, k.TTL, k.Writer, k.Reader}
 		for i := range cells {
 			cells[i] = strings.ReplaceAll(cells[i], "|", "\\|")
@@ -24,7 +24,7 @@ func layoutTable() string {
 	return b.String()
 }
 
-// TestKeysDocumented keeps docs/redis-keys.md equal to Layout. With
+// TestKeysDocumented keeps docs/redis-keys.md equal to layout. With
 // ADKSESSION_UPDATE_DOCS=1 it writes the table into the file instead.
 func TestKeysDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../docs/redis-keys.md")
@@ -37,7 +37,7 @@ func TestKeysDocumented(t *testing.T) {
 		require.NoError(t, os.WriteFile("../docs/redis-keys.md", doc, 0o644))
 		return
 	}
-	require.Equal(t, layoutTable(), string(m[1]), "docs/redis-keys.md disagrees with cache.Layout; the table should be:\n%s", layoutTable())
+	require.Equal(t, layoutTable(), string(m[1]), "docs/redis-keys.md disagrees with cache.layout; the table should be:\n%s", layoutTable())
 }
 
 // TestLayoutCoversBuilders checks that every key a builder makes matches a
@@ -59,7 +59,7 @@ func TestLayoutCoversBuilders(t *testing.T) {
 		}
 	}
 	patterns := map[string]bool{}
-	for _, spec := range Layout {
+	for _, spec := range layout {
 		patterns[spec.Pattern] = false
 	}
 	shardTag := regexp.MustCompile(`\{\d+\}`)

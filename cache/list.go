@@ -92,7 +92,7 @@ func (s *Store) UserIndexState(ctx context.Context, app, user string) (userCache
 func (s *Store) UnflushedSessions(ctx context.Context, app, user string) ([]string, error) {
 	k := s.keys.Session(app, user, "")
 	prefix := AppIndexMember(user, "")
-	min, max := AppIndexUserRange(user)
+	min, max := appIndexUserRange(user)
 	ms, err := s.rdb.ZRangeByLex(ctx, k.AppIndex, &redis.ZRangeBy{Min: min, Max: max}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read app index: %w", err)
@@ -298,7 +298,7 @@ func (s *Store) AppIndexRange(ctx context.Context, app string, after ListItem, n
 	for i := range from {
 		from[i] = "-"
 		if after.User != "" {
-			from[i] = AppIndexAfter(after.User, after.SID)
+			from[i] = appIndexAfter(after.User, after.SID)
 		}
 	}
 	count := int64(2*n/shards + 2)

@@ -271,7 +271,7 @@ func notBase64(r rune) bool {
 	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '+' || r == '/' || r == '-' || r == '_')
 }
 
-// BytesProblem tells why v, the JSON value of a bytes field, is not base64
+// bytesProblem tells why v, the JSON value of a bytes field, is not base64
 // that every reader of adksession's events decodes to the same bytes, or
 // "" when it is (null too: no bytes). Those readers are ADK Python
 // (pydantic, val_json_bytes="base64"), adk-go (Go's encoding/json, after
@@ -281,7 +281,7 @@ func notBase64(r rune) bool {
 // URL-safe (§5, '-' '_'), padded, unpadded or with the one '=' pydantic
 // accepts for two missing, and no bits set after its last byte (pydantic
 // refuses "AB", which Go reads as "AA").
-func BytesProblem(v []byte) string {
+func bytesProblem(v []byte) string {
 	if isNull(v) {
 		return ""
 	}

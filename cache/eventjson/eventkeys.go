@@ -7,9 +7,9 @@ import (
 	"strconv"
 )
 
-// KeyProblem is what CheckAPI says of a key the database would give back
+// keyProblem is what CheckAPI says of a key the database would give back
 // as another.
-const KeyProblem = "a key the database would give back as another: keys of ADK's models are their camelCase API " +
+const keyProblem = "a key the database would give back as another: keys of ADK's models are their camelCase API " +
 	"names (the database holds ADK's snake_case storage form)"
 
 // CheckAPI finds the first value of an event in API form (valid JSON) that
@@ -20,15 +20,15 @@ const KeyProblem = "a key the database would give back as another: keys of ADK's
 //     name, or, in a model whose other keys the storage form renames
 //     (google-genai's), a key that is not camelCase (camel(snake(k)) != k,
 //     say "my_key" or "Text"), or a key twice in one object of those
-//     models (the storage form keeps one): KeyProblem. ADK Python would
+//     models (the storage form keeps one): keyProblem. ADK Python would
 //     refuse them. A top-level key with an underscore is refused too:
 //     IsStorageForm would take the event for its storage form;
 //   - a value of a bytes field (inline data, thought signatures, ...) that
-//     is not base64 every reader decodes (BytesProblem);
+//     is not base64 every reader decodes (bytesProblem);
 //   - a value of a model field that is not an object (or null), of a list
 //     of them that is not a list (or null) of objects, of a map of them
-//     that is not an object (or null) of objects: ShapeProblem (the list
-//     itself: ListProblem). ADK Python
+//     that is not an object (or null) of objects: shapeProblem (the list
+//     itself: listProblem). ADK Python
 //     would refuse the event, and the database's call-id indexes read a
 //     part as an object.
 //
@@ -75,7 +75,7 @@ func (m *model) checkKeys(v []byte) (path, problem string) {
 		switch {
 		case f == nil && m.extra == renameExtra && !keptByRename(string(key)), f != nil && string(key) != f.api, dup,
 			m == eventModel && bytes.IndexByte(key, '_') >= 0:
-			path, problem = PathKey(string(key)), KeyProblem
+			path, problem = PathKey(string(key)), keyProblem
 			return
 		}
 		if f != nil {
@@ -87,11 +87,11 @@ func (m *model) checkKeys(v []byte) (path, problem string) {
 	return path, problem
 }
 
-// ShapeProblem and ListProblem are what CheckAPI says of a value of one of
+// shapeProblem and listProblem are what CheckAPI says of a value of one of
 // ADK's models that is no object, of a list of them that is no list.
 const (
-	ShapeProblem = "not an object: a value of one of ADK's models is one (or null for none); ADK Python would refuse it"
-	ListProblem  = "not a list: a list of ADK's models is one, of objects (or null for none); ADK Python would refuse it"
+	shapeProblem = "not an object: a value of one of ADK's models is one (or null for none); ADK Python would refuse it"
+	listProblem  = "not a list: a list of ADK's models is one, of objects (or null for none); ADK Python would refuse it"
 )
 
 func (f *field) checkKeys(v []byte) (string, string) {
@@ -100,19 +100,19 @@ func (f *field) checkKeys(v []byte) (string, string) {
 	}
 	switch f.kind {
 	case kindBytes:
-		return "", BytesProblem(v)
+		return "", bytesProblem(v)
 	case kindModel:
 		if !isObject(v) {
-			return "", ShapeProblem
+			return "", shapeProblem
 		}
 		return f.model.checkKeys(v)
 	case kindModelList:
 		elems, ok := arrayElements(v)
 		if !ok {
-			return "", ListProblem
+			return "", listProblem
 		}
 		for i, e := range elems {
-			p, why := "", ShapeProblem
+			p, why := "", shapeProblem
 			if isObject(e) {
 				p, why = f.model.checkKeys(e)
 			}
@@ -123,10 +123,10 @@ func (f *field) checkKeys(v []byte) (string, string) {
 	case kindModelMap:
 		ms, ok := objectMembers(v)
 		if !ok {
-			return "", ShapeProblem
+			return "", shapeProblem
 		}
 		for _, mb := range ms {
-			p, why := "", ShapeProblem
+			p, why := "", shapeProblem
 			if isObject(mb.val) {
 				p, why = f.model.checkKeys(mb.val)
 			}

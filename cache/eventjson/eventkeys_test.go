@@ -28,7 +28,7 @@ func TestCheckAPIKeys(t *testing.T) {
 		`{"id":"e","author":"a","branch":"b","timestamp":1,"partial":true,"turnComplete":true,"interrupted":true,"errorCode":"c","errorMessage":"m","invocationId":"i"}`: "",
 	} {
 		path, problem := CheckAPI([]byte(api))
-		if (problem == "") != (want == "") || path != want || problem != "" && problem != KeyProblem {
+		if (problem == "") != (want == "") || path != want || problem != "" && problem != keyProblem {
 			t.Errorf("CheckAPI(%s) = %q, %q; want %q", api, path, problem, want)
 		}
 	}
@@ -59,7 +59,7 @@ func TestCheckAPIShapes(t *testing.T) {
 		`{"groundingMetadata":{"groundingChunks":[{"web":{}}, 1]}}`:          ".groundingMetadata.groundingChunks[1]",
 	} {
 		path, problem := CheckAPI([]byte(api))
-		if (problem == "") != (want == "") || path != want || problem != "" && problem != ShapeProblem && problem != ListProblem {
+		if (problem == "") != (want == "") || path != want || problem != "" && problem != shapeProblem && problem != listProblem {
 			t.Errorf("CheckAPI(%s) = %q, %q; want %q", api, path, problem, want)
 		}
 	}
@@ -93,8 +93,8 @@ func TestBytesProblem(t *testing.T) {
 		`"-_-_"`: {0xfb, 0xff, 0xbf}, `"+/+/"`: {0xfb, 0xff, 0xbf}, `"_w"`: {0xff}, `"_w=="`: {0xff}, `"/w"`: {0xff},
 		`"\u0041AAA"`: {0, 0, 0}, `"AAAAAA"`: {0, 0, 0, 0}, `"aGk\/"`: {0x68, 0x69, 0x3f},
 	} {
-		if p := BytesProblem([]byte(v)); p != "" {
-			t.Errorf("BytesProblem(%s) = %q, want none", v, p)
+		if p := bytesProblem([]byte(v)); p != "" {
+			t.Errorf("bytesProblem(%s) = %q, want none", v, p)
 			continue
 		}
 		if v == "null" {
@@ -131,8 +131,8 @@ func TestBytesProblem(t *testing.T) {
 		`5`:              "a bytes field is a string of base64",
 		`{"data":"AA"}`:  "a bytes field is a string of base64",
 	} {
-		if p := BytesProblem([]byte(v)); !strings.Contains(p, want) {
-			t.Errorf("BytesProblem(%s) = %q, want %q", v, p, want)
+		if p := bytesProblem([]byte(v)); !strings.Contains(p, want) {
+			t.Errorf("bytesProblem(%s) = %q, want %q", v, p, want)
 		}
 	}
 }
