@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"fmt"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // ForkHistoryError is Fork's answer when what Redis holds of the session
@@ -53,7 +55,7 @@ func (s *Store) Fork(ctx context.Context, a ForkArgs) error {
 	to := s.keys.Session(a.App, a.User, a.NewSID)
 	keys := []string{from.Session, from.Events, from.Undo, from.EventIDs, to.Session, to.Events, to.Temp, to.Undo, to.EventIDs,
 		to.User, to.UserIndex, to.AppIndex, to.Log}
-	args := append(s.changeArgs(a.App, a.User, a.NewSID, 5), a.CreateTime, AppIndexMember(a.User, a.NewSID), a.Token, a.Before)
+	args := append(s.changeArgs(base.SessionRef{App: a.App, User: a.User, ID: a.NewSID}, 5), a.CreateTime, AppIndexMember(a.User, a.NewSID), a.Token, a.Before)
 	if c := a.Computed; c == nil {
 		args = append(args, "")
 	} else {

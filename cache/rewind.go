@@ -58,7 +58,7 @@ type RewindResult struct {
 // ErrInvocationNotFound, *UndoIncompleteError, base.ErrStaleSession (only with Computed).
 func (s *Store) Rewind(ctx context.Context, a RewindArgs) (*RewindResult, error) {
 	k := s.keys.Session(a.App, a.User, a.ID)
-	args := append(s.changeArgs(a.App, a.User, a.ID, 8), a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, a.EventID)
+	args := append(s.changeArgs(a.SessionRef, 8), a.Before, a.InvocationID, a.Ts, a.EventPre, a.EventMid, a.EventTail, a.EventID)
 	if a.Computed == nil {
 		args = append(args, "")
 	} else {

@@ -118,8 +118,8 @@ func (s *Store) wakeArg() string {
 // changeArgs are the first arguments of the scripts that log a change
 // (create, append, delete, rewind; lib.lua): wakeArg, then the session's
 // app, user and id, with room for n more.
-func (s *Store) changeArgs(app, user, sid string, n int) []any {
-	return append(make([]any, 0, 4+n), s.wakeArg(), app, user, sid)
+func (s *Store) changeArgs(ref base.SessionRef, n int) []any {
+	return append(make([]any, 0, 4+n), s.wakeArg(), ref.App, ref.User, ref.ID)
 }
 
 func boolArg(b bool) string {
@@ -146,7 +146,7 @@ type CreateArgs struct {
 // CreateChangeID), after AppOrder as its first.
 func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	k := s.keys.Session(a.App, a.User, a.ID)
-	args := append(s.changeArgs(a.App, a.User, a.ID, 9+2*len(a.Delta.Session)+2*len(a.Delta.User)),
+	args := append(s.changeArgs(a.SessionRef, 9+2*len(a.Delta.Session)+2*len(a.Delta.User)),
 		a.CreateTime, AppIndexMember(a.User, a.ID), a.Delta.AppJSON, a.Token, orderArg(a.Delta))
 	args = appendPairs(args, a.Delta.Session)
 	args = appendPairs(args, a.Delta.User)
@@ -472,7 +472,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 // Delete deletes a session; it reports whether a cached session was removed.
 func (s *Store) Delete(ctx context.Context, ref base.SessionRef) (bool, error) {
 	k := s.keys.Session(ref.App, ref.User, ref.ID)
-	args := append(s.changeArgs(ref.App, ref.User, ref.ID, 2), time.Now().UnixMicro(), AppIndexMember(ref.User, ref.ID))
+	args := append(s.changeArgs(ref, 2), time.Now().UnixMicro(), AppIndexMember(ref.User, ref.ID))
 	res, err := s.write(ctx, deleteScript, []string{k.Session, k.Events, k.Temp, k.UserIndex, k.AppIndex, k.Log, k.Undo, k.EventIDs}, args...).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("delete script: %w", err)
