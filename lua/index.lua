@@ -114,31 +114,38 @@ end
 -- index_answers marks the event of seqs (a string) in its bucket xP<n> as one that answers calls. It reads the
 -- bucket first, so marking an event twice (a build started again) changes nothing.
 local function index_answers(undo, seqs)
-  local q = tonumber(seqs)
-  local f, bit = 'xP' .. int(math.floor(q / 32)), 2 ^ (q % 32)
+  local q = seqs + 0
+  local r = q % 32
+  local f, bit = 'xP' .. int((q - r) / 32), 2 ^ r
   local v = tonumber(redis.call('HGET', undo, f)) or 0
-  if math.floor(v / bit) % 2 == 0 then
+  if v % (bit + bit) < bit then
     redis.call('HSET', undo, f, int(v + bit))
   end
 end
 
 -- index_answering returns those of seqs (numbers) whose events answer calls, as their buckets xP<n> mark them
--- (one HMGET, a field a bucket), in the order of seqs.
+-- (one HMGET, a field a bucket), in the order of seqs. Each bucket is parsed once, and the bit of a seq is read
+-- by arithmetic: a C function called from Lua (tonumber, math.floor) costs Redis more than the operators.
 local function index_answering(undo, seqs)
   local at, fields = {}, {}
   for j = 1, #seqs do
-    local b = math.floor(seqs[j] / 32)
+    local q = seqs[j]
+    local b = (q - q % 32) / 32
     if not at[b] then
       fields[#fields + 1] = 'xP' .. int(b)
       at[b] = #fields
     end
   end
   local masks = hmget_chunked(undo, fields)
+  for j = 1, #fields do
+    masks[j] = tonumber(masks[j]) or 0
+  end
   local out = {}
   for j = 1, #seqs do
     local q = seqs[j]
-    local m = tonumber(masks[at[math.floor(q / 32)]])
-    if m and math.floor(m / 2 ^ (q % 32)) % 2 == 1 then
+    local r = q % 32
+    local m, bit = masks[at[(q - r) / 32]], 2 ^ r
+    if m % (bit + bit) >= bit then
       out[#out + 1] = q
     end
   end
