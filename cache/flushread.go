@@ -129,7 +129,7 @@ func readForFlush(r FlushRef, h, user map[string]string, evs *redis.ZSliceCmd, c
 	}
 	snap := &Snapshot{}
 	if err := snap.parse(flatH, user, []any{}, nil); err != nil {
-		out.Err = fmt.Errorf("%s: %w", base.SessionName(r.App, r.User, r.ID), err)
+		out.Err = fmt.Errorf("%s: %w", r.String(), err)
 		return out
 	}
 	out.Snap = snap

@@ -46,7 +46,7 @@ func (s *Store) Hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration) (
 // user's state is not cached): the caller reads it again (Get).
 func (s *Store) HydrateGet(ctx context.Context, h HydrateArgs, ttl time.Duration, a GetArgs) (wrote bool, snap *Snapshot, err error) {
 	if a.Compacted || a.App != h.App || a.User != h.User || a.ID != h.ID {
-		return false, nil, fmt.Errorf("hydrate %s: read another session's or a compacted view", base.SessionName(h.App, h.User, h.ID))
+		return false, nil, fmt.Errorf("hydrate %s: read another session's or a compacted view", h.String())
 	}
 	g, err := s.newSessionRead(ctx, a)
 	if err != nil {
@@ -57,7 +57,7 @@ func (s *Store) HydrateGet(ctx context.Context, h HydrateArgs, ttl time.Duration
 
 // hydrate is Hydrate, followed by the read g (nil: none) in its MULTI.
 func (s *Store) hydrate(ctx context.Context, h HydrateArgs, ttl time.Duration, g *sessionRead) (bool, *Snapshot, error) {
-	what := "hydrate " + base.SessionName(h.App, h.User, h.ID)
+	what := "hydrate " + h.String()
 	if err := checkHydrated(h.Events, h.Rev); err != nil {
 		return false, nil, fmt.Errorf("%s: %w", what, err)
 	}

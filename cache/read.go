@@ -330,7 +330,7 @@ type sessionRead struct {
 // hash's.
 func (s *Store) newSessionRead(ctx context.Context, a GetArgs) (*sessionRead, error) {
 	if a.NumRecent < 0 {
-		return nil, fmt.Errorf("get %s: NumRecent %d is negative", base.SessionName(a.App, a.User, a.ID), a.NumRecent)
+		return nil, fmt.Errorf("get %s: NumRecent %d is negative", a.String(), a.NumRecent)
 	}
 	k := s.keys.Session(a.App, a.User, a.ID)
 	g := &sessionRead{s: s, a: a, events: k.Events,

@@ -162,7 +162,7 @@ func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	}
 	rows, err := l.opts.DB.LoadEvents(ctx, a.SessionRef, w, snap.First)
 	if err != nil {
-		return fmt.Errorf("load events of %s from the database: %w", base.SessionName(a.App, a.User, a.ID), err)
+		return fmt.Errorf("load events of %s from the database: %w", a.String(), err)
 	}
 	older, err := records(rows)
 	if err != nil {
@@ -275,7 +275,7 @@ func (l *Loader) eventsAt(ctx context.Context, key base.SessionRef, refs []cache
 	}
 	rows, err := l.opts.DB.LoadEventsAt(ctx, key, at, ranges)
 	if err != nil {
-		return nil, fmt.Errorf("load events of %s from the database: %w", base.SessionName(key.App, key.User, key.ID), err)
+		return nil, fmt.Errorf("load events of %s from the database: %w", key.String(), err)
 	}
 	recs, err := records(rows)
 	if err != nil {
@@ -292,7 +292,7 @@ func (l *Loader) eventsAt(ctx context.Context, key base.SessionRef, refs []cache
 		// The database's times are not Redis's (rows someone else wrote, or
 		// moved): the view is read from the whole history instead.
 		return nil, fmt.Errorf("load events of %s from the database: %d of the %d events the compaction index names: %w",
-			base.SessionName(key.App, key.User, key.ID), found, len(seqs), cache.ErrIncomplete)
+			key.String(), found, len(seqs), cache.ErrIncomplete)
 	}
 	return recs, nil
 }

@@ -207,7 +207,7 @@ func TestRunRecovers(t *testing.T) {
 // the reads of each kind.
 type movingDB struct {
 	Database
-	t     *testing.T
+	keys  cache.Keys
 	rdb   *redis.Client
 	moves int
 	mu    sync.Mutex // the session's read and the user's run at once
@@ -222,8 +222,7 @@ func (d *movingDB) move(ctx context.Context, kind, app, user, sid string) error 
 	if n > d.moves {
 		return nil
 	}
-	keys := miniKeys(d.t)
-	return d.rdb.HIncrBy(ctx, keys.ShardKeys(keys.Shard(app, user)).Guards, cache.GuardField(app, user, sid), 1).Err()
+	return d.rdb.HIncrBy(ctx, d.keys.ShardKeys(d.keys.Shard(app, user)).Guards, cache.GuardField(app, user, sid), 1).Err()
 }
 
 func (d *movingDB) LoadSessionEvents(ctx context.Context, key base.SessionRef, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error) {
@@ -252,7 +251,7 @@ func TestColdReadAgainWhenGuardMoves(t *testing.T) {
 	get := cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "cold"}, After: -1}
 
 	c, rdb := newMiniRedis(t, true)
-	db := &movingDB{Database: coldDB(t), t: t, rdb: rdb, moves: 2, reads: map[string]int{}}
+	db := &movingDB{Database: coldDB(t), keys: miniKeys(t), rdb: rdb, moves: 2, reads: map[string]int{}}
 	snap, err := New(c, Options{DB: db, CacheTTL: time.Hour, MaxCachedEvents: 10}).Get(ctx, get)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"session": 3, "user": 3}, db.reads, "two reads outdated by a flush, then one that counts")
@@ -268,7 +267,7 @@ func TestColdReadAgainWhenGuardMoves(t *testing.T) {
 	require.Equal(t, map[string]string{"x": `2`}, user)
 
 	c, rdb = newMiniRedis(t, true)
-	db = &movingDB{Database: coldDB(t), t: t, rdb: rdb, moves: maxGuardedReads, reads: map[string]int{}}
+	db = &movingDB{Database: coldDB(t), keys: miniKeys(t), rdb: rdb, moves: maxGuardedReads, reads: map[string]int{}}
 	_, err = New(c, Options{DB: db, CacheTTL: time.Hour, MaxCachedEvents: 10}).Get(ctx, get)
 	require.ErrorIs(t, err, cache.ErrReadOutdated, "every read outdated")
 	require.Equal(t, maxGuardedReads, db.reads["session"], "the session's reads are bounded")

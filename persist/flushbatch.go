@@ -375,7 +375,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 	if r.CreateState != "" {
 		if err := json.Unmarshal([]byte(r.CreateState), &up.CreateState); err != nil {
 			for _, c := range g.changes {
-				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of %s: %v", base.SessionName(ref.App, ref.User, ref.ID), err),
+				sb.deadLetter(c, cache.DeadSession, fmt.Sprintf("create-time state of %s: %v", ref.String(), err),
 					map[string]any{"events_written": false})
 			}
 			return
@@ -413,7 +413,7 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		sb.events[g.key][e.Seq] = e.JSON
 	}
 	for _, e := range r.BadEvents {
-		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", base.SessionName(ref.App, ref.User, ref.ID), e.Err),
+		sb.deadLetter(changeOf(g, -1, e.Ts), cache.DeadEvent, fmt.Sprintf("event of %s: %v", ref.String(), e.Err),
 			map[string]any{"member": e.Member})
 	}
 	g.carried = carriedAppends(g, up.Events)

@@ -144,7 +144,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		if errors.Is(err, ErrInvalidArgument) {
 			return nil, err // a state cap: the error names the app
 		}
-		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
+		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, a.String(), err)
 	}
 	res, err := s.appendScript(ctx, a)
 	var dup *cache.DuplicateEventError
@@ -173,18 +173,18 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			// holds was flushed, its change applied then.
 			var err error
 			if flushed, err = s.loader.HoldsEvent(ctx, a.SessionRef, a.EventID); err != nil {
-				return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
+				return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, a.String(), err)
 			}
 		}
 		if err := s.finishApp(ctx, &a, inc, flushed); err != nil {
-			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
+			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, a.String(), err)
 		}
 		if flushed && len(a.Delta.App) > 0 && s.db != nil {
 			// No change-log entry carries a step done now: the app's state
 			// goes to the database here (a retry again, if this fails, finds
 			// the step done and writes it again).
 			if err := s.db.WriteAppState(ctx, s.cache, a.App); err != nil {
-				return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
+				return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, a.String(), err)
 			}
 		}
 		return nil, nil
@@ -195,10 +195,10 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 	case errors.Is(err, ErrStaleSession):
 		return nil, sessionError(ErrStaleSession, a.App, a.User, a.ID)
 	case err != nil:
-		return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
+		return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, a.String(), err)
 	}
 	if err := s.finishApp(ctx, &a, res.Incarnation, false); err != nil {
-		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, base.SessionName(a.App, a.User, a.ID), err)
+		return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, a.String(), err)
 	}
 	p.stored.Timestamp = time.UnixMicro(res.Ts).UTC()
 	*ev = *p.stored
@@ -243,20 +243,20 @@ func (s *Service) checkEventID(ctx context.Context, args cache.AppendArgs) error
 // looked up there) is compared with the one sent.
 func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *Session, ev, sent *Event, rec *cache.EventRecord, normalized map[string]any) error {
 	if rec == nil && !s.loader.Durable() {
-		return fmt.Errorf("append event %s to %s: the stored event with this id is not cached", sent.ID, base.SessionName(a.App, a.User, a.ID))
+		return fmt.Errorf("append event %s to %s: the stored event with this id is not cached", sent.ID, a.String())
 	}
 	if rec == nil {
 		var err error
 		if rec, err = s.loader.StoredEvent(ctx, a.SessionRef, sent.ID); err != nil {
-			return fmt.Errorf("append event %s to %s: look up the stored event: %w", sent.ID, base.SessionName(a.App, a.User, a.ID), err)
+			return fmt.Errorf("append event %s to %s: look up the stored event: %w", sent.ID, a.String(), err)
 		}
 	}
 	same, err := isRetryOf(rec.JSON, sent)
 	if err != nil {
-		return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.ID), err)
+		return fmt.Errorf("append event %s to %s: %w", sent.ID, a.String(), err)
 	}
 	if !same {
-		return fmt.Errorf("%w: event %s: %s holds another event with this id", ErrAlreadyExists, sent.ID, base.SessionName(a.App, a.User, a.ID))
+		return fmt.Errorf("%w: event %s: %s holds another event with this id", ErrAlreadyExists, sent.ID, a.String())
 	}
 	sent.Timestamp = time.UnixMicro(rec.Ts).UTC()
 	*ev = *sent
@@ -275,7 +275,7 @@ func (s *Service) appendedBefore(ctx context.Context, a cache.AppendArgs, sess *
 			return err
 		}
 		if seq, err = seqOf(snap.Events, rec.Ts, sent.ID); err != nil {
-			return fmt.Errorf("append event %s to %s: %w", sent.ID, base.SessionName(a.App, a.User, a.ID), err)
+			return fmt.Errorf("append event %s to %s: %w", sent.ID, a.String(), err)
 		}
 	}
 	switch {
