@@ -1,13 +1,16 @@
-// Package loader is adksession's read path and the one owner of recovery:
-// cache-first reads of sessions with their event windows, and (with a
-// database) putting back what Redis no longer holds, atomically (hydrate.lua
-// writes only if no append or other loader got there first). Every script
-// call that may find its data gone runs through Loader.Run, which puts the
-// session, user or app state back and runs the call again. The writes read
-// the database through it too (StoredEvent, HoldsEvent, CreateState), and
-// it runs the prune (Prune), the other protocol that spans both stores. It
-// uses the database through Database and PruneDatabase, the slices of
-// *persist.Store it needs.
+// Package loader owns the protocols that span Redis and the database. It is
+// adksession's read path and the one owner of recovery: cache-first reads of
+// sessions with their event windows, and (with a database) putting back what
+// Redis no longer holds, atomically (hydrate.lua writes only if no append or
+// other loader got there first). Every script call that may find its data
+// gone runs through Loader.Run, which puts the session, user or app state
+// back and runs the call again. The writes read the database through it too
+// (StoredEvent, HoldsEvent, CreateState). It runs the other two protocols
+// that span both stores: the write-behind (Flusher: the change log into the
+// database, then the marks and acknowledgements in Redis) and the prune
+// (Prune). It uses the database through Database, FlushDatabase and
+// PruneDatabase, the slices of *persist.Store each needs, and Redis through
+// *cache.Store (the flusher through flushCache, its slice).
 //
 // It is internal to adksession: its exported names serve package service and
 // may change at any time. Programs use package service.

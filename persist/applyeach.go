@@ -94,7 +94,7 @@ func (s *Store) writeEach(ctx context.Context, tx *sql.Tx, p *plan) ([]Rejected,
 		switch {
 		case err == nil:
 			return true, nil
-		case isPermanent(err):
+		case IsPermanent(err):
 			r.Err = err
 			out = append(out, r)
 			return false, nil

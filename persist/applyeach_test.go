@@ -64,7 +64,7 @@ func TestApplyEachIsolates(t *testing.T) {
 				}
 				before := dump(t, s)
 				err := s.Apply(ctx, batch)
-				if err == nil || !isPermanent(err) {
+				if err == nil || !IsPermanent(err) {
 					t.Fatalf("Apply: got %v, want a permanent error", err)
 				}
 				same(t, "Apply wrote nothing", dump(t, s), before)
@@ -73,7 +73,7 @@ func TestApplyEachIsolates(t *testing.T) {
 				must(t, err)
 				var got []string
 				for _, r := range rejected {
-					if r.Err == nil || !isPermanent(r.Err) {
+					if r.Err == nil || !IsPermanent(r.Err) {
 						t.Errorf("rejected %v: error %v is not permanent", r, r.Err)
 					}
 					got = append(got, fmt.Sprintf("%s %s/%s/%s %s %d %v", r.Unit, r.Key.App, r.Key.User, r.Key.ID, r.EventID, r.Seq, r.EventsWritten))
@@ -124,7 +124,7 @@ func TestApplyEachTransient(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		rejected, err := s.ApplyEach(ctx, &Batch{Sessions: []SessionUpsert{upsert(skey("s1"), inc1, 0, 2)}})
-		if err == nil || isPermanent(err) || rejected != nil {
+		if err == nil || IsPermanent(err) || rejected != nil {
 			t.Fatalf("ApplyEach: got %v, %v; want a transient error", rejected, err)
 		}
 		same(t, "nothing written", dump(t, s), before)
@@ -181,7 +181,7 @@ func TestIsPermanent(t *testing.T) {
 		{context.Canceled, false},
 		{errors.New("connection refused"), false},
 	} {
-		if got := isPermanent(c.err); got != c.want {
+		if got := IsPermanent(c.err); got != c.want {
 			t.Errorf("isPermanent(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}

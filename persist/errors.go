@@ -8,11 +8,11 @@ import (
 	lite "modernc.org/sqlite"
 )
 
-// isPermanent tells whether a database error is the data's fault (retrying
+// IsPermanent tells whether a database error is the data's fault (retrying
 // the same rows can never succeed) rather than the database's (down,
 // overloaded, a lock timeout, a missing grant: retry with backoff). The
 // classes are listed in docs/persistence.md ("What the flusher gives up on").
-func isPermanent(err error) bool {
+func IsPermanent(err error) bool {
 	if errors.Is(err, ErrInvalidBatch) {
 		return true
 	}

@@ -1,7 +1,9 @@
 // Package persist is adksession's database layer: ADK's v1
 // DatabaseSessionService schema on Postgres or SQLite, its migrations, the
 // idempotent batch writes of the write-behind flusher (Store.Apply) and the
-// cold reads of the loader (Store.LoadSession and friends).
+// cold reads of the loader (Store.LoadSession and friends). It knows nothing
+// of Redis: the flusher, which moves the change log into these writes, is
+// package loader's.
 //
 // The rows it writes are the rows ADK Python's and ADK JS's
 // DatabaseSessionService read; its own bookkeeping lives in extra tables that
@@ -125,7 +127,7 @@ func openPostgres(url string) (*Store, error) {
 }
 
 // pgIdleConns is how many idle connections a Store that Open opened on
-// Postgres keeps: the flusher's parallel batches (FlusherOptions.Parallel,
+// Postgres keeps: the flusher's parallel batches (loader.FlusherOptions.Parallel,
 // 4 by default) plus cold reads.
 const pgIdleConns = 8
 

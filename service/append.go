@@ -14,6 +14,7 @@ import (
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
+	"github.com/adksession/adksession/loader"
 )
 
 // AppendEvent appends ev to the session and applies its state delta, in one
@@ -183,7 +184,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			// No change-log entry carries a step done now: the app's state
 			// goes to the database here (a retry again, if this fails, finds
 			// the step done and writes it again).
-			if err := s.db.WriteAppState(ctx, s.cache, a.App); err != nil {
+			if err := loader.WriteAppState(ctx, s.db, s.cache, a.App); err != nil {
 				return nil, fmt.Errorf("append event %s to %s: %w", a.EventID, a.String(), err)
 			}
 		}

@@ -29,8 +29,8 @@ type Service struct {
 	ownRDB  bool // opened from Config.RedisURL: Close closes it
 	cache   *cache.Store
 	loader  *loader.Loader
-	db      *persist.Store   // nil without a database
-	flusher *persist.Flusher // nil without a database or with DisableFlusher
+	db      *persist.Store  // nil without a database
+	flusher *loader.Flusher // nil without a database or with DisableFlusher
 	prunes  pruneStats
 	// pruneHook, set by tests of this package, runs at each stage of a
 	// prune's batch (loader.PruneRead, loader.PruneFenced).

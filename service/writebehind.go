@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/adksession/adksession/persist"
+	"github.com/adksession/adksession/loader"
 )
 
 // Backlog is the state of the write-behind across all shards.
@@ -53,7 +53,7 @@ func (s *Service) FlusherStats() FlusherStats {
 	return flusherStats(s.flusher.Stats())
 }
 
-func flusherStats(st persist.FlusherStats) FlusherStats {
+func flusherStats(st loader.FlusherStats) FlusherStats {
 	return FlusherStats{Batches: st.Batches, Entries: st.Entries, Events: st.Events, Retries: st.Retries,
 		DeadLetters: st.DeadLetters, LastError: st.LastError}
 }
@@ -64,7 +64,7 @@ func flusherStats(st persist.FlusherStats) FlusherStats {
 // it opens a Service, whose own flusher drains. A Flusher is safe for
 // concurrent use.
 type Flusher struct {
-	f *persist.Flusher
+	f *loader.Flusher
 }
 
 // NewFlusher returns a flusher of this service's change log into its
@@ -79,11 +79,11 @@ func (s *Service) NewFlusher(logger *slog.Logger) *Flusher {
 	return &Flusher{f: f}
 }
 
-func (s *Service) newFlusher(logger *slog.Logger) *persist.Flusher {
+func (s *Service) newFlusher(logger *slog.Logger) *loader.Flusher {
 	if s.db == nil {
 		return nil
 	}
-	return persist.NewFlusher(s.db, s.cache, persist.FlusherOptions{
+	return loader.NewFlusher(s.db, s.cache, loader.FlusherOptions{
 		BatchSize: s.cfg.FlushBatchSize, Interval: s.cfg.FlushInterval, CacheTTL: s.cfg.CacheTTL, LeaseTTL: s.cfg.FlushLeaseTTL,
 		MaxCachedEvents: s.cfg.MaxCachedEvents, Logger: logger, AppState: s.loader,
 	})

@@ -1,4 +1,4 @@
-package persist
+package loader
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/cache/eventjson"
+	"github.com/adksession/adksession/persist"
 )
 
 // sessionChanges are one session's entries of a batch, in log order.
@@ -45,7 +46,7 @@ func groupChanges(changes []cache.Change) []*sessionChanges {
 // Redis's copy (Outcome.AppsBehind: Redis came back holding an older copy
 // of the app's hash), one idempotent app change per order number: a key is
 // written only where no change with a higher number wrote it since.
-func (f *Flusher) putBackApps(ctx context.Context, keys []AppKeyValue) error {
+func (f *Flusher) putBackApps(ctx context.Context, keys []persist.AppKeyValue) error {
 	type change struct {
 		app   string
 		order int64
@@ -103,23 +104,23 @@ func (f *Flusher) repairAppState(ctx context.Context, changes []cache.Change) er
 type shardBatch struct {
 	shard int
 	ids   []string // every entry read, flushed or dead-lettered: all are acknowledged
-	batch *Batch
+	batch *persist.Batch
 	marks []cache.Flushed
 	dead  []cache.DeadLetter
 	// deadStates are the user and app state revisions dead-lettered.
-	deadStates []StateUpsert
+	deadStates []persist.StateUpsert
 
 	groups    map[base.SessionRef]*sessionChanges
-	markOf    map[base.SessionRef][]int            // indexes in marks of a session's marks
-	userMark  map[base.StateOwner]int              // index in marks of the mark carrying a user's revision
-	events    map[base.SessionRef]map[int64]string // JSON of the events read, by seq
-	states    map[base.StateOwner]StateUpsert      // the state snapshots of the batch (user "" for an app)
-	carriers  map[base.StateOwner]cache.Change     // a change of the batch that carried each state
-	deadEntry map[string]bool                      // ids of changes dead-lettered
-	written   map[base.SessionRef]int              // events written per session
-	refused   map[base.StateOwner]bool             // states dead-lettered in this batch
-	logPos    map[string]int                       // position of each change in the log, by id
-	lastEntry string                               // id of the last entry read (the newest of the batch)
+	markOf    map[base.SessionRef][]int               // indexes in marks of a session's marks
+	userMark  map[base.StateOwner]int                 // index in marks of the mark carrying a user's revision
+	events    map[base.SessionRef]map[int64]string    // JSON of the events read, by seq
+	states    map[base.StateOwner]persist.StateUpsert // the state snapshots of the batch (user "" for an app)
+	carriers  map[base.StateOwner]cache.Change        // a change of the batch that carried each state
+	deadEntry map[string]bool                         // ids of changes dead-lettered
+	written   map[base.SessionRef]int                 // events written per session
+	refused   map[base.StateOwner]bool                // states dead-lettered in this batch
+	logPos    map[string]int                          // position of each change in the log, by id
+	lastEntry string                                  // id of the last entry read (the newest of the batch)
 }
 
 // dead-letters c as unit unit unless it is already.
@@ -180,9 +181,9 @@ func changeOf(g *sessionChanges, seq, ts int64) cache.Change {
 // the batch that writes them. A session or an event that cannot be read is
 // dead-lettered; the rest of the batch goes on.
 func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Change, bad []cache.DeadLetter) (*shardBatch, error) {
-	sb := &shardBatch{shard: shard, batch: &Batch{}, dead: bad, groups: map[base.SessionRef]*sessionChanges{},
+	sb := &shardBatch{shard: shard, batch: &persist.Batch{}, dead: bad, groups: map[base.SessionRef]*sessionChanges{},
 		markOf: map[base.SessionRef][]int{}, userMark: map[base.StateOwner]int{}, events: map[base.SessionRef]map[int64]string{},
-		states: map[base.StateOwner]StateUpsert{}, carriers: map[base.StateOwner]cache.Change{}, deadEntry: map[string]bool{},
+		states: map[base.StateOwner]persist.StateUpsert{}, carriers: map[base.StateOwner]cache.Change{}, deadEntry: map[string]bool{},
 		written: map[base.SessionRef]int{}, refused: map[base.StateOwner]bool{}, logPos: map[string]int{}}
 	for i, c := range changes {
 		sb.logPos[c.EntryID] = i
@@ -208,10 +209,10 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 		live := g.changes
 		for i := len(g.changes) - 1; i >= 0; i-- {
 			if c := g.changes[i]; c.Kind == base.ChangeDelete {
-				b.Deletes = append(b.Deletes, SessionDelete{Key: g.key, Incarnation: c.Incarnation, At: loggedAt(c.EntryID)})
+				b.Deletes = append(b.Deletes, persist.SessionDelete{Key: g.key, Incarnation: c.Incarnation, At: loggedAt(c.EntryID)})
 				for _, v := range g.changes[:i] {
 					if v.Kind == base.ChangeCreate {
-						b.Voided = append(b.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(v.Incarnation).UTC()})
+						b.Voided = append(b.Voided, persist.VoidedCreate{Key: g.key, Created: time.UnixMicro(v.Incarnation).UTC()})
 					}
 				}
 				sb.addMark(g.key, cache.Flushed{SessionRef: c.SessionRef, Incarnation: c.Incarnation, Seq: -1, Deleted: true, UserRev: -1})
@@ -288,18 +289,18 @@ func (f *Flusher) buildBatch(ctx context.Context, shard int, changes []cache.Cha
 // appStateUpsert is the row a flush writes of app's state as Redis holds it
 // (st); false when there is none to write (not cached, or dead-lettered up
 // to its revision).
-func appStateUpsert(app string, st cache.StateRev) (StateUpsert, bool) {
+func appStateUpsert(app string, st cache.StateRev) (persist.StateUpsert, bool) {
 	if !st.OK || st.Dead >= st.Rev {
-		return StateUpsert{}, false
+		return persist.StateUpsert{}, false
 	}
-	return StateUpsert{AppName: app, Rev: st.Rev, State: rawState(st.State), UpdateTime: time.Now().UTC(), Orders: st.Orders}, true
+	return persist.StateUpsert{AppName: app, Rev: st.Rev, State: rawState(st.State), UpdateTime: time.Now().UTC(), Orders: st.Orders}, true
 }
 
-// WriteAppState writes app's state as Redis (rd) holds it into the
-// database as a flush does, merged key by key by order number (an older
-// copy never puts older values back): for an app: step no change-log entry
-// carries, a retry's of a change the flusher's repair skipped.
-func (s *Store) WriteAppState(ctx context.Context, rd *cache.Store, app string) error {
+// WriteAppState writes app's state as Redis (rd) holds it into db as a
+// flush does, merged key by key by order number (an older copy never puts
+// older values back): for an app: step no change-log entry carries, a
+// retry's of a change the flusher's repair skipped.
+func WriteAppState(ctx context.Context, db FlushDatabase, rd batchReader, app string) error {
 	st, err := rd.AppStateRev(ctx, app)
 	if err != nil {
 		return fmt.Errorf("write app state of %s: %w", app, err)
@@ -308,7 +309,7 @@ func (s *Store) WriteAppState(ctx context.Context, rd *cache.Store, app string) 
 	if !ok {
 		return nil
 	}
-	return s.Apply(ctx, &Batch{AppStates: []StateUpsert{u}})
+	return db.Apply(ctx, &persist.Batch{AppStates: []persist.StateUpsert{u}})
 }
 
 // addUserWrites adds to the batch the user: writes of changes that no
@@ -319,7 +320,7 @@ func (sb *shardBatch) addUserWrites(changes []cache.Change, carried map[string]b
 		if c.UserDelta == nil || (c.Kind != base.ChangeCreate && (c.Kind != base.ChangeAppend || carried[c.EntryID])) {
 			continue
 		}
-		w := UserWrite{Key: c.SessionRef, Incarnation: c.Incarnation,
+		w := persist.UserWrite{Key: c.SessionRef, Incarnation: c.Incarnation,
 			LogPos: sb.logPos[c.EntryID], Delta: make(map[string]json.RawMessage, len(c.UserDelta))}
 		if c.Kind == base.ChangeAppend {
 			w.Seq, w.Ts, w.EventID = c.Seq, c.Ts, c.EventID
@@ -336,7 +337,7 @@ func (sb *shardBatch) addMark(k base.SessionRef, m cache.Flushed) {
 	sb.markOf[k] = append(sb.markOf[k], len(sb.marks)-1)
 }
 
-func (sb *shardBatch) addState(k base.StateOwner, carrier cache.Change, st StateUpsert) {
+func (sb *shardBatch) addState(k base.StateOwner, carrier cache.Change, st persist.StateUpsert) {
 	sb.carriers[k] = carrier
 	sb.states[k] = st
 	if k.IsApp() {
@@ -362,12 +363,12 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 		// user's state rows, as ADK's create does: the later delete's batch
 		// cannot void it (the create is not in it), so it is voided here.
 		if ref.Create {
-			sb.batch.Voided = append(sb.batch.Voided, VoidedCreate{Key: g.key, Created: time.UnixMicro(ref.Incarnation).UTC()})
+			sb.batch.Voided = append(sb.batch.Voided, persist.VoidedCreate{Key: g.key, Created: time.UnixMicro(ref.Incarnation).UTC()})
 		}
 		sb.carryUser(ref, g, r.User)
 		return
 	}
-	up := SessionUpsert{
+	up := persist.SessionUpsert{
 		Key: g.key, Incarnation: ref.Incarnation,
 		State: rawState(r.Snap.State), Flushed: r.Snap.Flushed, Rebase: r.Snap.Rebase,
 		CreateTime: time.UnixMicro(r.Snap.CreateTime).UTC(), UpdateTime: time.UnixMicro(r.Snap.UpdateTime).UTC(),
@@ -449,8 +450,8 @@ func (sb *shardBatch) addSession(ref cache.FlushRef, g *sessionChanges, r cache.
 // event's when the seq and time match and, when the entry names its event,
 // the id: an older copy of the session numbers its new events over the ones
 // it lost, at their very time at times (simulation seed 970678225580).
-func carriedAppends(g *sessionChanges, rows []EventRow) map[string]bool {
-	bySeq := make(map[int64]*EventRow, len(rows))
+func carriedAppends(g *sessionChanges, rows []persist.EventRow) map[string]bool {
+	bySeq := make(map[int64]*persist.EventRow, len(rows))
 	for i := range rows {
 		bySeq[rows[i].Seq] = &rows[i]
 	}
@@ -473,7 +474,7 @@ func (sb *shardBatch) addUser(app, user string, g *sessionChanges, st cache.Stat
 	if _, done := sb.carriers[uk]; done || !st.OK || st.Dead >= st.Rev {
 		return false
 	}
-	sb.addState(uk, g.changes[len(g.changes)-1], StateUpsert{AppName: app, UserID: user, Rev: st.Rev,
+	sb.addState(uk, g.changes[len(g.changes)-1], persist.StateUpsert{AppName: app, UserID: user, Rev: st.Rev,
 		State: rawState(st.State), UpdateTime: at, Rebase: st.Rebase, Flush: st.Flush, Recorded: st.Recorded, LogTail: st.LogTail})
 	return true
 }
@@ -511,7 +512,7 @@ func heldChanges(changes []cache.Change) int {
 // it (Outcome): a rebased session's marks, and one mark of each rebased
 // user (the one carrying its revision when there is one); and in each
 // session's marks the update time its row got.
-func (sb *shardBatch) rebased(o Outcome) {
+func (sb *shardBatch) rebased(o persist.Outcome) {
 	for k, ut := range o.Updated {
 		for _, i := range sb.markOf[k] {
 			if !sb.marks[i].Deleted {
@@ -547,12 +548,12 @@ func (sb *shardBatch) rebased(o Outcome) {
 
 // eventRow makes the events row of a cached event: one parse of its JSON
 // gives the storage form and the id and invocation id.
-func eventRow(k base.SessionRef, e cache.EventRecord) (EventRow, error) {
+func eventRow(k base.SessionRef, e cache.EventRecord) (persist.EventRow, error) {
 	id, inv, data, err := eventjson.StorageEvent([]byte(e.JSON))
 	if err != nil {
-		return EventRow{}, fmt.Errorf("event %d of %s: %w", e.Seq, k, err)
+		return persist.EventRow{}, fmt.Errorf("event %d of %s: %w", e.Seq, k, err)
 	}
-	return EventRow{Key: k, ID: id, InvocationID: inv, Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data}, nil
+	return persist.EventRow{Key: k, ID: id, InvocationID: inv, Timestamp: time.UnixMicro(e.Ts).UTC(), Seq: e.Seq, Data: data}, nil
 }
 
 // reject dead-letters what the database refused (ApplyEach) and keeps the
@@ -560,10 +561,10 @@ func eventRow(k base.SessionRef, e cache.EventRecord) (EventRow, error) {
 // TTL (its events may be written all the same), a refused state's revision
 // is recorded as dead-lettered (its hash keeps no TTL either). A refused
 // event is kept in its dead letter; its session is marked flushed past it.
-func (sb *shardBatch) reject(rejected []Rejected) {
+func (sb *shardBatch) reject(rejected []persist.Rejected) {
 	for _, r := range rejected {
 		switch r.Unit {
-		case UnitSession:
+		case persist.UnitSession:
 			for _, i := range sb.markOf[r.Key] {
 				sb.marks[i].Seq, sb.marks[i].Deleted = -1, false
 			}
@@ -583,12 +584,12 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 			if m := sb.markOf[r.Key]; len(m) > 0 && !r.EventsWritten {
 				sb.marks[m[len(m)-1]].Hold = dead - heldChanges(changes)
 			}
-		case UnitEvent:
+		case persist.UnitEvent:
 			g := sb.groups[r.Key]
 			sb.written[r.Key]--
 			sb.deadLetter(changeOf(g, r.Seq, 0), cache.DeadEvent, r.Err.Error(),
 				map[string]any{"seq": r.Seq, "event": sb.events[r.Key][r.Seq]})
-		case UnitUserState, UnitAppState:
+		case persist.UnitUserState, persist.UnitAppState:
 			k := base.StateOwner{App: r.Key.App, User: r.Key.User}
 			if sb.refused[k] {
 				continue
@@ -605,7 +606,7 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 				sb.deadStates = append(sb.deadStates, st)
 			}
 			unit := cache.DeadUserState
-			if r.Unit == UnitAppState {
+			if r.Unit == persist.UnitAppState {
 				unit = cache.DeadAppState
 			}
 			// The record holds the state as Redis does (values may not be JSON).
@@ -625,7 +626,7 @@ func (sb *shardBatch) reject(rejected []Rejected) {
 // logged before its After (an older copy's log replaying what the database
 // removed since) is none. The session is marked flushed past the event, as
 // past one the database refused.
-func (sb *shardBatch) conflicts(cs []Conflict) {
+func (sb *shardBatch) conflicts(cs []persist.Conflict) {
 	for _, x := range cs {
 		g := sb.groups[x.Key]
 		if g == nil {

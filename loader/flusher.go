@@ -1,4 +1,4 @@
-package persist
+package loader
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/adksession/adksession/cache"
 	"github.com/adksession/adksession/cache/base/startstop"
+	"github.com/adksession/adksession/persist"
 )
 
 // FlusherOptions configure a Flusher. BatchSize, Interval, CacheTTL,
@@ -79,7 +80,7 @@ type FlusherStats struct {
 // a crashed flusher's shards pass to another once its lease expires, and
 // its unacknowledged entries are simply read again.
 type Flusher struct {
-	db    *Store
+	db    FlushDatabase
 	cache flushCache
 	opts  FlusherOptions
 	owner string
@@ -98,7 +99,7 @@ type Flusher struct {
 }
 
 // NewFlusher returns a flusher that writes db from the change log of c.
-func NewFlusher(db *Store, c *cache.Store, o FlusherOptions) *Flusher {
+func NewFlusher(db FlushDatabase, c *cache.Store, o FlusherOptions) *Flusher {
 	return &Flusher{db: db, cache: c, opts: o.withDefaults(), owner: uuid.NewString(),
 		notify: make(chan struct{}, 1), passes: make(chan struct{})}
 }
@@ -318,7 +319,7 @@ func (f *Flusher) flushShard(ctx context.Context, shard int) (int, error) {
 		return 0, err
 	}
 	if err := f.db.Apply(ctx, sb.batch); err != nil {
-		if !isPermanent(err) {
+		if !persist.IsPermanent(err) {
 			return 0, fmt.Errorf("apply batch: %w", err)
 		}
 		// Something in the batch is refused for good: write it unit by

@@ -1,10 +1,11 @@
-package persist
+package loader
 
 import (
 	"context"
 	"time"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/persist"
 )
 
 // batchReader is what the batch builder reads of Redis: the sessions,
@@ -34,3 +35,14 @@ type flushCache interface {
 }
 
 var _ flushCache = (*cache.Store)(nil)
+
+// FlushDatabase is what the flusher writes to the database: a batch in one
+// transaction, and, when the database refuses something in it for good
+// (persist.IsPermanent), the same batch unit by unit, with the units it
+// refused.
+type FlushDatabase interface {
+	Apply(ctx context.Context, b *persist.Batch) error
+	ApplyEach(ctx context.Context, b *persist.Batch) ([]persist.Rejected, error)
+}
+
+var _ FlushDatabase = (*persist.Store)(nil)
