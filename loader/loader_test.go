@@ -124,10 +124,7 @@ func coldDB(t *testing.T) *persist.Store {
 func coldSQL(t *testing.T) (*persist.Store, *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "loader.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	require.NoError(t, persist.MigrateDB(ctx, db, "sqlite"))
+	store, db := emptySQL(t)
 	ts := func(sec int) string { return time.Unix(int64(sec), 0).UTC().Format("2006-01-02 15:04:05.000000") }
 	for _, q := range []struct {
 		sql  string
@@ -145,6 +142,17 @@ func coldSQL(t *testing.T) (*persist.Store, *sql.DB) {
 		_, err := db.ExecContext(ctx, q.sql, q.args...)
 		require.NoError(t, err, q.sql)
 	}
+	return store, db
+}
+
+// emptySQL is a migrated SQLite database of the test's own, with its store.
+func emptySQL(t *testing.T) (*persist.Store, *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "loader.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	require.NoError(t, persist.MigrateDB(ctx, db, "sqlite"))
 	store, err := persist.OpenDB(ctx, db, "sqlite")
 	require.NoError(t, err)
 	return store, db
