@@ -182,7 +182,7 @@ func TestIsPermanent(t *testing.T) {
 		{errors.New("connection refused"), false},
 	} {
 		if got := IsPermanent(c.err); got != c.want {
-			t.Errorf("isPermanent(%v) = %v, want %v", c.err, got, c.want)
+			t.Errorf("IsPermanent(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
