@@ -464,14 +464,15 @@ func hintSlot(key string) int {
 }
 
 // withBeside appends to events (get.lua's, older than the newest
-// viewBeside) those named by seq in seqs (get.lua's beside, ascending)
-// from the newest events read beside the script.
-func withBeside(events []EventRecord, seqs any, newest *redis.ZSliceCmd) ([]EventRecord, error) {
-	want, ok := seqs.([]any)
-	if !ok {
-		return nil, fmt.Errorf("get script: beside: want a list, got %T", seqs)
+// viewBeside) those named in runs (get.lua's beside: runs of seqs, lo, hi,
+// ... inclusive, ascending and apart) from the newest events read beside
+// the script.
+func withBeside(events []EventRecord, runs any, newest *redis.ZSliceCmd) ([]EventRecord, error) {
+	bounds, ok := runs.([]any)
+	if !ok || len(bounds)%2 != 0 {
+		return nil, fmt.Errorf("get script: beside: want a list of runs, got %T of %d", runs, len(bounds))
 	}
-	if len(want) == 0 {
+	if len(bounds) == 0 {
 		return events, nil
 	}
 	if err := newest.Err(); err != nil {
@@ -479,27 +480,30 @@ func withBeside(events []EventRecord, seqs any, newest *redis.ZSliceCmd) ([]Even
 	}
 	zs := newest.Val()
 	i := 0
-	for _, w := range want {
-		seq, ok := w.(int64)
-		if !ok {
-			return nil, fmt.Errorf("get script: beside: want seqs, got %T", w)
+	for j := 0; j < len(bounds); j += 2 {
+		lo, lok := bounds[j].(int64)
+		hi, hok := bounds[j+1].(int64)
+		if !lok || !hok || lo > hi {
+			return nil, fmt.Errorf("get script: beside: want runs of seqs, got %v, %v", bounds[j], bounds[j+1])
 		}
-		for ; ; i++ {
-			if i == len(zs) {
-				return nil, fmt.Errorf("get script: event %d is not among the newest %d", seq, len(zs))
-			}
-			member, ok := zs[i].Member.(string)
-			if !ok {
-				return nil, fmt.Errorf("event member: want a string, got %T", zs[i].Member)
-			}
-			r, err := parseRecord(member, zs[i].Score)
-			if err != nil {
-				return nil, err
-			}
-			if r.Seq == seq {
-				events = append(events, r)
-				i++
-				break
+		for seq := lo; seq <= hi; seq++ {
+			for ; ; i++ {
+				if i == len(zs) {
+					return nil, fmt.Errorf("get script: event %d is not among the newest %d", seq, len(zs))
+				}
+				member, ok := zs[i].Member.(string)
+				if !ok {
+					return nil, fmt.Errorf("event member: want a string, got %T", zs[i].Member)
+				}
+				r, err := parseRecord(member, zs[i].Score)
+				if err != nil {
+					return nil, err
+				}
+				if r.Seq == seq {
+					events = append(events, r)
+					i++
+					break
+				}
 			}
 		}
 	}

@@ -12,15 +12,15 @@
 --            in the same MULTI (cache.Store.Get; an event passed through Lua costs Redis several times what
 --            ZRANGE does: a whole session of 10 000 events 47 ms against 8)
 -- ARGV[4] -> for a compacted view, K: the caller reads the newest K events beside the script (ZRANGE events -K -1
---            WITHSCORES, after it in the same MULTI), and the view's events among those are named by seq (beside),
---            not passed through the script (about 1.4 µs of Redis's time an event of 1 KB); absent: 0
+--            WITHSCORES, after it in the same MULTI), and the view's events among those are named by runs of seqs
+--            (beside), not passed through the script (about 1.4 µs of Redis's time an event of 1 KB); absent: 0
 -- Returns {0, session hash (flat), user hash (flat), events (member, score, ... ascending), temp hash (flat),
 --         indexed, older, ranges, beside}: indexed = 1 when the events are read from the compaction index (with
 --         those the database holds, older = seq, ts, ... and the events of ranges = lo, hi, ... below the cached
 --         tail: a superset of the view, within the history, that CompactedView of it turns into the view; see
 --         compacted_events), 0 when they are the cached events (the compacted view is taken of the whole
---         history, older and ranges empty); beside = the seqs, ascending, of the view's events among the newest
---         K (ARGV[4]), which follow the events returned;
+--         history, older and ranges empty); beside = the view's events among the newest K (ARGV[4]), which follow
+--         the events returned, as runs of seqs (lo, hi, ...: inclusive, ascending and apart);
 --         {-1} not cached, {-2} deleted, {-4} user state not cached, {-5} cache incomplete (evicted keys).
 -- Bad arguments are an error reply.
 -- Cost: O(log n + k) for n cached events and k returned; a compacted view from the index O(log n + k) for k
@@ -53,9 +53,10 @@ local function compacted_events(events, undo, first, cnt, from)
   end
   local ranges = {}
   -- The events of lo < ts < hi (nil: no bound): from Redis, and from the database below the tail. Those Redis
-  -- holds are named by seq, counted (the events zset holds seqs first to the last, in time order): their members
-  -- are read by index_fetch, or beside the script.
-  local want = {}
+  -- holds are a run of seqs, counted (the events zset holds seqs first to the last, in time order): their members
+  -- are read by index_fetch, or beside the script. want holds the events named one by one (seq -> ts, or true),
+  -- spans the runs (lo, hi), runs the same ascending and apart (the spans merged).
+  local want, spans, runs = {}, {}, {}
   local function take(lo, hi)
     -- No event is at or before oldest; without an upper bound the count is what the lower one leaves of cnt.
     local at = first
@@ -70,12 +71,29 @@ local function compacted_events(events, undo, first, cnt, from)
     else
       n = cnt - (at - first)
     end
-    for q = at, at + n - 1 do
-      want[q] = want[q] or true
+    if n > 0 then
+      spans[#spans + 1] = {at, at + n - 1}
     end
     local top = hi and math.min(hi, tail) or tail
     if top ~= math.huge and (not lo or lo + 1 < top) then
       ranges[#ranges + 1], ranges[#ranges + 2] = lo and int(lo) or '-inf', int(top)
+    end
+  end
+  -- merge turns the spans into runs, and leaves in want only the events outside them.
+  local merged = false
+  local function merge()
+    merged = true
+    table.sort(spans, function(a, b) return a[1] < b[1] end)
+    for j = 1, #spans do
+      run_add(runs, spans[j][1], spans[j][2])
+    end
+    for q in pairs(want) do
+      for j = 1, #runs, 2 do
+        if q >= runs[j] and q <= runs[j + 1] then
+          want[q] = nil
+          break
+        end
+      end
     end
   end
   if not x[1] and not x[2] then
@@ -130,10 +148,11 @@ local function compacted_events(events, undo, first, cnt, from)
       end
       take(lo, nil)
     end
+    merge()
     -- One HMGET reads what the index keeps of the events read: the response ids of those that answer calls (xp,
     -- of the events their buckets xP mark: most answer none) and, with a frontier list, the scopes of those every
     -- view reads (xs: an event with a scope is one of them).
-    local seqs = index_answering(undo, seqs_of(want))
+    local seqs = index_answering(undo, seqs_of(want), runs)
     local f = fields_of('xp', seqs)
     local scoped = x[1] and always or {}
     for j = 1, #scoped do
@@ -152,7 +171,11 @@ local function compacted_events(events, undo, first, cnt, from)
         local o = got[#seqs + j] and redis.call('HGET', undo, 'xo' .. got[#seqs + j])
         if o then
           local q = tonumber(index_seq(o))
-          if not want[q] then
+          local read = want[q]
+          for m = 1, #runs, 2 do
+            read = read or q >= runs[m] and q <= runs[m + 1]
+          end
+          if not read then
             more[#more + 1] = q
           end
           add(o)
@@ -175,7 +198,10 @@ local function compacted_events(events, undo, first, cnt, from)
     end
     index_calls(undo, ids, add)
   end
-  local out, older, beside = index_fetch(events, want, first, from)
+  if not merged then
+    merge() -- the history read whole (the other branch merges before it looks for answering events)
+  end
+  local out, older, beside = index_fetch(events, want, first, from, runs)
   return out, older, beside, ranges
 end
 
@@ -207,8 +233,8 @@ if compacted then
     if from > first then
       ev = redis.call('ZRANGE', events, 0, from - first - 1, 'WITHSCORES')
     end
-    for q = from, first + cnt - 1 do
-      beside[#beside + 1] = q
+    if from <= first + cnt - 1 then
+      beside = {from, first + cnt - 1}
     end
   end
 end

@@ -123,10 +123,12 @@ local function index_answers(undo, seqs)
   end
 end
 
--- index_answering returns those of seqs (numbers) whose events answer calls, as their buckets xP<n> mark them
--- (one HMGET, a field a bucket), in the order of seqs. Each bucket is parsed once, and the bit of a seq is read
--- by arithmetic: a C function called from Lua (tonumber, math.floor) costs Redis more than the operators.
-local function index_answering(undo, seqs)
+-- index_answering returns those of seqs (numbers) and of runs (lo, hi, ...: seqs, inclusive) whose events answer
+-- calls, as their buckets xP<n> mark them (one HMGET, a field a bucket): those of seqs in their order, then those
+-- of the runs. Each bucket is parsed once, and the bit of a seq is read by arithmetic: a C function called from
+-- Lua (tonumber, math.floor) costs Redis more than the operators. A run's seqs are looked at only in the buckets
+-- that mark some event (most mark none): a run costs per bucket, not per event.
+local function index_answering(undo, seqs, runs)
   local at, fields = {}, {}
   for j = 1, #seqs do
     local q = seqs[j]
@@ -134,6 +136,14 @@ local function index_answering(undo, seqs)
     if not at[b] then
       fields[#fields + 1] = 'xP' .. int(b)
       at[b] = #fields
+    end
+  end
+  for j = 1, #runs, 2 do
+    for b = (runs[j] - runs[j] % 32) / 32, (runs[j + 1] - runs[j + 1] % 32) / 32 do
+      if not at[b] then
+        fields[#fields + 1] = 'xP' .. int(b)
+        at[b] = #fields
+      end
     end
   end
   local masks = hmget_chunked(undo, fields)
@@ -147,6 +157,20 @@ local function index_answering(undo, seqs)
     local m, bit = masks[at[(q - r) / 32]], 2 ^ r
     if m % (bit + bit) >= bit then
       out[#out + 1] = q
+    end
+  end
+  for j = 1, #runs, 2 do
+    local lo, hi = runs[j], runs[j + 1]
+    for b = (lo - lo % 32) / 32, (hi - hi % 32) / 32 do
+      local m = masks[at[b]]
+      if m ~= 0 then
+        for q = math.max(lo, b * 32), math.min(hi, b * 32 + 31) do
+          local bit = 2 ^ (q % 32)
+          if m % (bit + bit) >= bit then
+            out[#out + 1] = q
+          end
+        end
+      end
     end
   end
   return out
@@ -275,32 +299,58 @@ local function index_calls(undo, ids, add)
   end
 end
 
--- index_fetch returns, in seq order, the events of want (seq -> ts, or true for an event Redis holds) below seq
--- from (nil: none above) that Redis holds (member, score, ...: by rank, a ZRANGE for each run of consecutive
--- seqs, the events zset holding seqs first to the last), the refs of those older than the cached tail (seq, ts,
--- ...: in the database only), and the seqs from from on (the caller reads those beside the script).
-local function index_fetch(events, want, first, from)
+-- run_add adds the run lo..hi (seqs, inclusive) to runs (lo, hi, ...), which it keeps apart: added in the order
+-- of their lo, runs that overlap or touch the last one become one with it.
+local function run_add(runs, lo, hi)
+  local n = #runs
+  if n > 0 and runs[n] + 1 >= lo then
+    if hi > runs[n] then
+      runs[n] = hi
+    end
+  else
+    runs[n + 1], runs[n + 2] = lo, hi
+  end
+end
+
+-- index_fetch returns, in seq order, the events of want (seq -> ts, or true for an event Redis holds) and of runs
+-- (lo, hi, ...: seqs of events Redis holds, inclusive, ascending and apart; nil: none) below seq from (nil: none
+-- above) that Redis holds (member, score, ...: by rank, a ZRANGE for each run of consecutive seqs, the events
+-- zset holding seqs first to the last), the refs of those older than the cached tail (seq, ts, ...: in the
+-- database only), and those from from on as runs (lo, hi, ..., ascending: the caller reads them beside the
+-- script). A run costs what one seq does.
+local function index_fetch(events, want, first, from, runs)
+  runs = runs or {}
   local seqs = seqs_of(want)
   table.sort(seqs)
-  local out, older, beside = {}, {}, {}
-  local j = 1
-  while j <= #seqs do
+  -- segs: the seqs Redis holds, as runs (lo, hi, ...) ascending and apart, the seqs of want merged into runs.
+  local out, older, beside, segs = {}, {}, {}, {}
+  local j, k = 1, 1
+  while j <= #seqs or k <= #runs do
     local q = seqs[j]
-    if from and q >= from then
-      beside[#beside + 1] = q
-    elseif q >= first then
-      local last = q
-      while seqs[j + 1] == last + 1 and not (from and last + 1 >= from) do
-        j, last = j + 1, last + 1
-      end
-      local r = redis.call('ZRANGE', events, q - first, last - first, 'WITHSCORES')
-      for m = 1, #r do
-        out[#out + 1] = r[m]
-      end
+    if k <= #runs and (not q or runs[k] <= q) then
+      run_add(segs, runs[k], runs[k + 1])
+      k = k + 2
     else
-      older[#older + 1], older[#older + 2] = int(q), want[q]
+      if q < first then
+        older[#older + 1], older[#older + 2] = int(q), want[q]
+      else
+        run_add(segs, q, q)
+      end
+      j = j + 1
     end
-    j = j + 1
+  end
+  for m = 1, #segs, 2 do
+    local lo, hi = segs[m], segs[m + 1]
+    local top = from and math.min(hi, from - 1) or hi
+    if lo <= top then
+      local r = redis.call('ZRANGE', events, lo - first, top - first, 'WITHSCORES')
+      for i = 1, #r do
+        out[#out + 1] = r[i]
+      end
+    end
+    if from and hi >= from then
+      beside[#beside + 1], beside[#beside + 2] = math.max(lo, from), hi
+    end
   end
   return out, older, beside
 end
