@@ -466,48 +466,63 @@ func hintSlot(key string) int {
 // withBeside appends to events (get.lua's, older than the newest
 // viewBeside) those named in runs (get.lua's beside: runs of seqs, lo, hi,
 // ... inclusive, ascending and apart) from the newest events read beside
-// the script.
+// the script, which hold them in seq order.
 func withBeside(events []EventRecord, runs any, newest *redis.ZSliceCmd) ([]EventRecord, error) {
-	bounds, ok := runs.([]any)
-	if !ok || len(bounds)%2 != 0 {
-		return nil, fmt.Errorf("get script: beside: want a list of runs, got %T of %d", runs, len(bounds))
-	}
-	if len(bounds) == 0 {
-		return events, nil
+	bounds, want, err := besideRuns(runs)
+	if err != nil || want == 0 {
+		return events, err
 	}
 	if err := newest.Err(); err != nil {
 		return nil, fmt.Errorf("get the newest events: %w", err)
 	}
-	zs := newest.Val()
-	i := 0
-	for j := 0; j < len(bounds); j += 2 {
-		lo, lok := bounds[j].(int64)
-		hi, hok := bounds[j+1].(int64)
-		if !lok || !hok || lo > hi {
-			return nil, fmt.Errorf("get script: beside: want runs of seqs, got %v, %v", bounds[j], bounds[j+1])
+	read, err := windowRecords(newest.Val(), false)
+	if err != nil {
+		return nil, err
+	}
+	var got int64
+	j := 0
+	for _, r := range read {
+		for j < len(bounds) && r.Seq > bounds[j+1] {
+			j += 2
 		}
-		for seq := lo; seq <= hi; seq++ {
-			for ; ; i++ {
-				if i == len(zs) {
-					return nil, fmt.Errorf("get script: event %d is not among the newest %d", seq, len(zs))
-				}
-				member, ok := zs[i].Member.(string)
-				if !ok {
-					return nil, fmt.Errorf("event member: want a string, got %T", zs[i].Member)
-				}
-				r, err := parseRecord(member, zs[i].Score)
-				if err != nil {
-					return nil, err
-				}
-				if r.Seq == seq {
-					events = append(events, r)
-					i++
-					break
-				}
-			}
+		if j == len(bounds) {
+			break
+		}
+		if r.Seq >= bounds[j] {
+			events = append(events, r)
+			got++
 		}
 	}
+	if got != want {
+		return nil, fmt.Errorf("get script: %d of the %d events named beside are among the newest %d read", got, want, len(read))
+	}
 	return events, nil
+}
+
+// besideRuns reads get.lua's beside reply: the runs as lo, hi, ... and how
+// many seqs they name.
+func besideRuns(runs any) (bounds []int64, n int64, err error) {
+	list, ok := runs.([]any)
+	if !ok || len(list)%2 != 0 {
+		return nil, 0, fmt.Errorf("get script: beside: want a list of runs, got %T of %d", runs, len(list))
+	}
+	bounds = make([]int64, len(list))
+	for i, v := range list {
+		q, ok := v.(int64)
+		switch {
+		case !ok:
+		case i%2 == 1 && q < bounds[i-1]: // a run that ends before it starts
+		case i%2 == 0 && i > 0 && q <= bounds[i-1]+1: // a run not after the one before, apart
+		default:
+			bounds[i] = q
+			if i%2 == 1 {
+				n += q - bounds[i-1] + 1
+			}
+			continue
+		}
+		return nil, 0, fmt.Errorf("get script: beside: want runs of seqs, ascending and apart, got %v", list)
+	}
+	return bounds, n, nil
 }
 
 // WindowOf is the window of a (GetArgs.After, then NumRecent) of evs, a
