@@ -85,7 +85,7 @@ func (s *Store) MarkFlushed(ctx context.Context, done []Flushed, ttl time.Durati
 			cmds[i] = eval(pipe, []string{k.Session, k.Events, k.User, k.Undo, k.UserIndex, k.AppIndex, k.EventIDs,
 				s.keys.ShardKeys(k.Shard).Guards, k.Temp},
 				d.Incarnation, seq, urev, ttl.Milliseconds(), keep, AppIndexMember(d.User, d.ID),
-				GuardField(d.App, d.User, d.ID), GuardField(d.App, d.User, ""), rebased, d.Hold, d.EventID, d.UserFlush, updateTimeArg(d.UpdateTime), d.ID)
+				GuardField(d.SessionRef), GuardField(base.SessionRef{App: d.App, User: d.User}), rebased, d.Hold, d.EventID, d.UserFlush, updateTimeArg(d.UpdateTime), d.ID)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err

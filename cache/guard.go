@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // ReadGuard is where a cold read stands against the flusher (docs/design.md,
@@ -33,16 +35,16 @@ var ErrReadOutdated = errors.New("adksession: database read outdated by a flush"
 // counters are fields named by numbers (GuardField).
 const guardEpoch = "epoch"
 
-// ReadGuard reads the guard of session sid of user (sid "": the user's own,
-// for its state and session index) before a cold read of the database: the
+// ReadGuard reads the guard of session ref (ref.ID "": its user's own, for
+// the user's state and session index) before a cold read of the database: the
 // field's counter and the hash's epoch. A FLUSHALL drops both; a counter
 // that starts again from absent after it could come back to the value read,
 // the epoch does not (docs/design.md, "Cold reads"). A hash without an epoch
 // gets one here (HSETNX, in one transaction with the read): the only write,
 // once per hash, so that the common read is a read (a master in a manual
 // failover holds back writes for seconds, not reads).
-func (s *Store) ReadGuard(ctx context.Context, app, user, sid string) (ReadGuard, error) {
-	g := ReadGuard{key: s.keys.ShardKeys(s.keys.Shard(app, user)).Guards, field: GuardField(app, user, sid)}
+func (s *Store) ReadGuard(ctx context.Context, ref base.SessionRef) (ReadGuard, error) {
+	g := ReadGuard{key: s.keys.ShardKeys(s.keys.Shard(ref.App, ref.User)).Guards, field: GuardField(ref)}
 	v, err := s.rdb.HMGet(ctx, g.key, g.field, guardEpoch).Result()
 	if err == nil && v[1] == nil {
 		var read *redis.SliceCmd
@@ -72,8 +74,8 @@ func (s *Store) MoveGuards(ctx context.Context, refs []FenceRef) error {
 	pipe := s.rdb.Pipeline()
 	for _, r := range refs {
 		key := s.keys.ShardKeys(s.keys.Shard(r.App, r.User)).Guards
-		pipe.HIncrBy(ctx, key, GuardField(r.App, r.User, r.ID), 1)
-		pipe.HIncrBy(ctx, key, GuardField(r.App, r.User, ""), 1)
+		pipe.HIncrBy(ctx, key, GuardField(r.SessionRef), 1)
+		pipe.HIncrBy(ctx, key, GuardField(base.SessionRef{App: r.App, User: r.User}), 1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("move read guards: %w", err)

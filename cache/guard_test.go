@@ -9,6 +9,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // commandLog is a go-redis hook that records the names of the commands a
@@ -70,9 +72,9 @@ func TestReadGuardEpoch(t *testing.T) {
 	require.NoError(t, err)
 	s := NewStore(rdb, Options{Keys: keys, Durable: true})
 	key := keys.ShardKeys(keys.Shard("a", "u")).Guards
-	field := GuardField("a", "u", "s")
+	field := GuardField(base.SessionRef{App: "a", User: "u", ID: "s"})
 	read := func() ReadGuard {
-		g, err := s.ReadGuard(ctx, "a", "u", "s")
+		g, err := s.ReadGuard(ctx, base.SessionRef{App: "a", User: "u", ID: "s"})
 		require.NoError(t, err)
 		return g
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/adksession/adksession/cache/base"
 )
 
 // DefaultShards is the number of shard hash tags a deployment spreads its
@@ -242,13 +244,14 @@ func (k Keys) ShardKeys(shard int) ShardKeys {
 // flush.
 const guardFields = 127
 
-// GuardField is the field of a session's read guard (sid "" for the user's
-// own: its state and session index) in its shard's read guards hash. Sessions and
-// users share the fields: two that share one only read again more often.
-func GuardField(app, user, sid string) string {
+// GuardField is the field of a session's read guard (ref.ID "" for the
+// user's own: its state and session index) in its shard's read guards hash.
+// Sessions and users share the fields: two that share one only read again
+// more often.
+func GuardField(ref base.SessionRef) string {
 	const offset, prime = 2166136261, 16777619 // FNV-1a, 32 bits
 	h := uint32(offset)
-	for _, s := range [3]string{app, user, sid} {
+	for _, s := range [3]string{ref.App, ref.User, ref.ID} {
 		for i := 0; i < len(s); i++ {
 			h = (h ^ uint32(s[i])) * prime
 		}

@@ -103,7 +103,7 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 	if err := s.Create(ctx, create); !errors.Is(err, ErrUserNotCached) {
 		t.Fatalf("create without the user's state: got %v, want ErrUserNotCached", err)
 	}
-	guard, err := s.ReadGuard(ctx, "a", "u", "")
+	guard, err := s.ReadGuard(ctx, base.SessionRef{App: "a", User: "u"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,18 +34,18 @@ func TestHydrateLeavesNoStagedKeys(t *testing.T) {
 				Guard: guard, Events: []cache.EventRecord{
 					{Seq: 2, Ts: 1002, ID: "e2", JSON: `{"id":"e2"}`}, {Seq: 3, Ts: 1003, ID: "e3", JSON: `{"id":"e3"}`}}}
 		}
-		guard, err := store.ReadGuard(ctx, "a", "u", "s")
+		guard, err := store.ReadGuard(ctx, base.SessionRef{App: "a", User: "u", ID: "s"})
 		require.NoError(t, err)
 
 		// The guard moved since it was read: refused, nothing written or left.
-		require.NoError(t, rdb.HIncrBy(ctx, keys.ShardKeys(sk.Shard).Guards, cache.GuardField("a", "u", "s"), 1).Err())
+		require.NoError(t, rdb.HIncrBy(ctx, keys.ShardKeys(sk.Shard).Guards, cache.GuardField(base.SessionRef{App: "a", User: "u", ID: "s"}), 1).Err())
 		_, err = store.Hydrate(ctx, args(guard), time.Minute)
 		require.True(t, errors.Is(err, cache.ErrReadOutdated), "%v", err)
 		require.Zero(t, staged())
 		require.Zero(t, rdb.Exists(ctx, sk.Session, sk.Events, sk.EventIDs).Val())
 
 		// Events that are not the newest of revision 3: refused before anything is sent.
-		guard, err = store.ReadGuard(ctx, "a", "u", "s")
+		guard, err = store.ReadGuard(ctx, base.SessionRef{App: "a", User: "u", ID: "s"})
 		require.NoError(t, err)
 		bad := args(guard)
 		bad.Events[0].Seq = 1
@@ -97,7 +97,7 @@ func TestHydrateGetAnswersAsGet(t *testing.T) {
 		store, rdb := durableStore(t, url, "hydget", 8)
 		sk := store.Keys().Session("a", "u", "s")
 		hydrate := func() cache.HydrateArgs {
-			guard, err := store.ReadGuard(ctx, "a", "u", "s")
+			guard, err := store.ReadGuard(ctx, base.SessionRef{App: "a", User: "u", ID: "s"})
 			require.NoError(t, err)
 			h := cache.HydrateArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "s"}, Incarnation: 7, CreateTime: 1000, UpdateTime: 1010, Rev: 12,
 				State: []cache.Pair{{Key: "k", Value: `"v"`}}, Guard: guard}
@@ -107,7 +107,7 @@ func TestHydrateGetAnswersAsGet(t *testing.T) {
 			return h
 		}
 		lose := func() { require.NoError(t, rdb.Del(ctx, sk.Session, sk.Events, sk.EventIDs, sk.Undo, sk.Temp).Err()) }
-		userGuard, err := store.ReadGuard(ctx, "a", "u", "")
+		userGuard, err := store.ReadGuard(ctx, base.SessionRef{App: "a", User: "u"})
 		require.NoError(t, err)
 		_, err = store.HydrateUser(ctx, "a", "u", 4, 0, []cache.Pair{{Key: "x", Value: "1"}}, time.Minute, userGuard)
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adksession/adksession/cache"
+	"github.com/adksession/adksession/cache/base"
 	"github.com/adksession/adksession/integration/testenv"
 	"github.com/adksession/adksession/lua"
 	"github.com/adksession/adksession/service"
@@ -722,7 +723,7 @@ func testReadGuards(t *testing.T, url string) {
 	ctx := wbCtx(t)
 	k := e.keys.Session("app", "u", "s")
 	guards := e.keys.ShardKeys(k.Shard).Guards
-	sf, uf := cache.GuardField("app", "u", "s"), cache.GuardField("app", "u", "")
+	sf, uf := cache.GuardField(base.SessionRef{App: "app", User: "u", ID: "s"}), cache.GuardField(base.SessionRef{App: "app", User: "u"})
 	require.NotEqual(t, sf, uf, "distinct fields, so that each move is seen")
 	field := func(f string) string { return e.rdb.HGet(ctx, guards, f).Val() }
 
@@ -742,7 +743,7 @@ func testReadGuards(t *testing.T, url string) {
 	// moved, with nothing written; run with the value it holds.
 	h := e.keys.Session("app", "w", "h")
 	hg := e.keys.ShardKeys(h.Shard).Guards
-	hf, wf := cache.GuardField("app", "w", "h"), cache.GuardField("app", "w", "")
+	hf, wf := cache.GuardField(base.SessionRef{App: "app", User: "w", ID: "h"}), cache.GuardField(base.SessionRef{App: "app", User: "w"})
 	require.NoError(t, e.rdb.HIncrBy(ctx, hg, hf, 3).Err())
 	require.NoError(t, e.rdb.HIncrBy(ctx, hg, wf, 5).Err())
 	require.NoError(t, e.rdb.HSet(ctx, hg, "epoch", "E1").Err())

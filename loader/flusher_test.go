@@ -57,7 +57,7 @@ func TestFlushProtocol(t *testing.T) {
 	c, rdb := newMiniRedis(t, true)
 	l := New(c, Options{DB: store, CacheTTL: time.Hour, MaxCachedEvents: 10})
 	ref := base.SessionRef{App: "a", User: "u", ID: "s"}
-	require.NoError(t, l.Run(ctx, ref.App, ref.User, ref.ID, func() error {
+	require.NoError(t, l.Run(ctx, ref, func() error {
 		return c.Create(ctx, cache.CreateArgs{SessionRef: ref, CreateTime: time.Unix(100, 0).UnixMicro()})
 	}))
 	appendEvent := func(id string, sec int64) {

@@ -40,8 +40,8 @@ func (l *Loader) hydrateSession(ctx context.Context, ref base.SessionRef, cold *
 		startUser()
 		return apiEvent(r)
 	}
-	err := l.guarded(ctx, ref.App, ref.User, ref.ID, func(guard cache.ReadGuard) error {
-		s, err := l.opts.DB.LoadSessionEvents(ctx, ref, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, prepare)
+	err := l.guarded(ctx, ref, func(guard cache.ReadGuard) error {
+		s, err := l.db.LoadSessionEvents(ctx, ref, persist.Window{NumRecentEvents: l.opts.MaxCachedEvents}, prepare)
 		if errors.Is(err, base.ErrNotFound) {
 			return base.SessionError(base.ErrNotFound, ref.App, ref.User, ref.ID)
 		}
@@ -125,13 +125,13 @@ func (l *Loader) restoreUserState(ctx context.Context, app, user string) error {
 const maxGuardedReads = 64
 
 // guarded runs read, a cold read of the database that puts what it read
-// back into Redis under guard, the read guard of session sid of user (""
-// for the user's own), read first; again while its guard moved meanwhile
+// back into Redis under guard, the read guard of session ref (ref.ID "" for
+// its user's own), read first; again while its guard moved meanwhile
 // (the flusher wrote newer data or a delete to the database, and Redis may
 // have let go of it: docs/design.md, "Cold reads").
-func (l *Loader) guarded(ctx context.Context, app, user, sid string, read func(guard cache.ReadGuard) error) error {
+func (l *Loader) guarded(ctx context.Context, ref base.SessionRef, read func(guard cache.ReadGuard) error) error {
 	for i := 1; ; i++ {
-		guard, err := l.cache.ReadGuard(ctx, app, user, sid)
+		guard, err := l.cache.ReadGuard(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -144,8 +144,8 @@ func (l *Loader) guarded(ctx context.Context, app, user, sid string, read func(g
 // hydrateUser puts a user's state back into Redis, and completes the
 // user's session index if Redis lost it.
 func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
-	err := l.guarded(ctx, app, user, "", func(guard cache.ReadGuard) error {
-		state, v, err := l.opts.DB.LoadUserState(ctx, app, user)
+	err := l.guarded(ctx, base.SessionRef{App: app, User: user}, func(guard cache.ReadGuard) error {
+		state, v, err := l.db.LoadUserState(ctx, app, user)
 		if err != nil {
 			return fmt.Errorf("load user state of %s from the database: %w", user, err)
 		}
@@ -161,7 +161,7 @@ func (l *Loader) hydrateUser(ctx context.Context, app, user string) error {
 // hydrateApp puts an app's state from the database into Redis unless Redis
 // holds it.
 func (l *Loader) hydrateApp(ctx context.Context, app string) error {
-	state, rev, err := l.opts.DB.LoadAppState(ctx, app)
+	state, rev, err := l.db.LoadAppState(ctx, app)
 	if err != nil {
 		return fmt.Errorf("load app state of %s: %w", app, err)
 	}

@@ -28,7 +28,7 @@ type Listed struct {
 // between that check and the read of the page is put back and read again.
 func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit int) ([]Listed, string, error) {
 	for attempt := 1; ; attempt++ {
-		if l.opts.DB != nil {
+		if l.durable {
 			if err := l.restoreUser(ctx, app, user); err != nil {
 				return nil, "", err
 			}
@@ -37,7 +37,7 @@ func (l *Loader) ListUser(ctx context.Context, app, user, token string, limit in
 		if err != nil {
 			return nil, "", err
 		}
-		if !complete && l.opts.DB != nil {
+		if !complete && l.durable {
 			if attempt < maxIndexReads {
 				continue
 			}
@@ -137,17 +137,15 @@ func (l *Loader) ListApp(ctx context.Context, app, token string, limit int) ([]L
 	if err != nil {
 		return nil, "", err
 	}
-	var db *persist.Listing
-	if l.opts.DB != nil {
-		var from base.SessionRef // zero: the first page
-		if after.User != "" {
-			from = base.SessionRef{App: app, User: after.User, ID: after.SID}
-		}
-		if db, err = l.opts.DB.ListSessions(ctx, app, from, limit+1); err != nil {
-			return nil, "", fmt.Errorf("list sessions of app %s in the database: %w", app, err)
-		}
-		keys = mergeKeys(keys, db.Sessions)
+	var from base.SessionRef // zero: the first page
+	if after.User != "" {
+		from = base.SessionRef{App: app, User: after.User, ID: after.SID}
 	}
+	db, err := l.db.ListSessions(ctx, app, from, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list sessions of app %s in the database: %w", app, err)
+	}
+	keys = mergeKeys(keys, db.Sessions)
 	next := ""
 	if len(keys) > limit {
 		keys = keys[:limit]
@@ -223,8 +221,8 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem) (
 			need = append(need, base.SessionRef{App: app, User: it.User, ID: it.SID})
 		}
 	}
-	if len(need) > 0 && l.opts.DB != nil {
-		got, err := l.opts.DB.ReadSessions(ctx, app, need)
+	if len(need) > 0 {
+		got, err := l.db.ReadSessions(ctx, app, need)
 		if err != nil {
 			return nil, fmt.Errorf("read listed sessions from the database: %w", err)
 		}
@@ -233,14 +231,9 @@ func (l *Loader) fill(ctx context.Context, app string, items []cache.ListItem) (
 		}
 		addUsers(got)
 	}
-	appState := r.App
-	if !r.AppCached && l.opts.DB != nil {
-		if err := l.hydrateApp(ctx, app); err != nil {
-			return nil, err
-		}
-		if appState, err = l.cache.AppState(ctx, app); err != nil {
-			return nil, err
-		}
+	appState, err := l.appState(ctx, app, r.App, r.AppCached)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Listed, 0, len(items))
 	for i, it := range items {
@@ -278,20 +271,17 @@ func rawStrings[V ~[]byte](m map[string]V) map[string]string {
 // flushed yet (in the app index), marked complete. Without a database the
 // index is never lost (nothing expires).
 func (l *Loader) completeUserIndex(ctx context.Context, app, user string) error {
-	if l.opts.DB == nil {
-		return nil
-	}
 	if _, complete, err := l.cache.UserIndexState(ctx, app, user); err != nil || complete {
 		return err
 	}
-	return l.guarded(ctx, app, user, "", func(guard cache.ReadGuard) error {
+	return l.guarded(ctx, base.SessionRef{App: app, User: user}, func(guard cache.ReadGuard) error {
 		// Redis first, then the database: a create flushed in between is in
 		// the database by then.
 		unflushed, err := l.cache.UnflushedSessions(ctx, app, user)
 		if err != nil {
 			return err
 		}
-		times, err := l.opts.DB.SessionTimes(ctx, app, user)
+		times, err := l.db.SessionTimes(ctx, app, user)
 		if err != nil {
 			return fmt.Errorf("list sessions of user %s in the database: %w", user, err)
 		}

@@ -68,16 +68,24 @@ type Options struct {
 type Loader struct {
 	cache *cache.Store
 	opts  Options
+	// db is opts.DB, or noDatabase without one; durable says which (the
+	// protocols that exist only with a database ask it).
+	db      Database
+	durable bool
 }
 
 // New returns a Loader over the cache (and the database of o). The values of
 // o are used as given: service.Config holds their defaults.
 func New(c *cache.Store, o Options) *Loader {
-	return &Loader{cache: c, opts: o}
+	l := &Loader{cache: c, opts: o, db: o.DB, durable: o.DB != nil}
+	if o.DB == nil {
+		l.db = noDatabase{}
+	}
+	return l
 }
 
 // Durable tells whether a database backs the cache.
-func (l *Loader) Durable() bool { return l.opts.DB != nil }
+func (l *Loader) Durable() bool { return l.durable }
 
 // Get reads a session with a window of events: from Redis, from the
 // database for what Redis no longer holds (putting it back, see Run), and
@@ -89,7 +97,7 @@ func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, err
 	if !a.Compacted {
 		cold = &coldRead{args: a} // a put-back answers the read (hydrateSession)
 	}
-	err := l.run(ctx, a.App, a.User, a.ID, func() (err error) {
+	err := l.run(ctx, a.SessionRef, func() (err error) {
 		if cold != nil && cold.snap != nil {
 			snap, cold.snap = cold.snap, nil
 			return nil
@@ -113,12 +121,12 @@ func (l *Loader) Get(ctx context.Context, a cache.GetArgs) (*cache.Snapshot, err
 // indexes (both dialects do): then Get leaves the events older than the
 // cached tail of a compacted read without the compaction index to the
 // caller.
-func (l *Loader) ViewIndexed() bool { return l.opts.DB != nil }
+func (l *Loader) ViewIndexed() bool { return l.durable }
 
 // ViewEvents reads from the database the events of session a that q names
 // (persist.Store.LoadViewEvents), oldest first, as records without seqs.
 func (l *Loader) ViewEvents(ctx context.Context, a cache.GetArgs, q persist.ViewQuery) ([]cache.EventRecord, error) {
-	rows, err := l.opts.DB.LoadViewEvents(ctx, a.SessionRef, q)
+	rows, err := l.db.LoadViewEvents(ctx, a.SessionRef, q)
 	if err != nil {
 		return nil, err
 	}
@@ -132,22 +140,27 @@ func (l *Loader) EventsIn(ctx context.Context, a cache.GetArgs, ranges []persist
 }
 
 // completeApp fills in the app state when Redis has lost it.
-func (l *Loader) completeApp(ctx context.Context, app string, snap *cache.Snapshot) error {
-	if l.opts.DB == nil || snap.AppCached {
-		return nil
+func (l *Loader) completeApp(ctx context.Context, app string, snap *cache.Snapshot) (err error) {
+	snap.App, err = l.appState(ctx, app, snap.App, snap.AppCached)
+	return err
+}
+
+// appState returns an app's state as a read found it (state; cached: Redis
+// held it), or, when Redis has lost it, as put back from the database.
+func (l *Loader) appState(ctx context.Context, app string, state map[string]string, cached bool) (map[string]string, error) {
+	if cached || !l.durable {
+		return state, nil
 	}
 	if err := l.hydrateApp(ctx, app); err != nil {
-		return err
+		return nil, err
 	}
-	m, err := l.cache.AppState(ctx, app)
-	snap.App = m
-	return err
+	return l.cache.AppState(ctx, app)
 }
 
 // OlderEvents adds events older than the cached tail when the window
 // reaches past it (all of them for a compacted read without the index).
 func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot) error {
-	if l.opts.DB == nil || snap.First <= 1 || snap.Indexed {
+	if snap.First <= 1 || snap.Indexed {
 		return nil
 	}
 	if a.NumRecent > 0 && len(snap.Events) >= a.NumRecent {
@@ -163,9 +176,12 @@ func (l *Loader) OlderEvents(ctx context.Context, a cache.GetArgs, snap *cache.S
 	if a.After >= 0 {
 		w.After = time.UnixMicro(a.After)
 	}
-	rows, err := l.opts.DB.LoadEvents(ctx, a.SessionRef, w, snap.First)
-	if err != nil {
-		return fmt.Errorf("load events of %s from the database: %w", a.String(), err)
+	rows, err := l.db.LoadEvents(ctx, a.SessionRef, w, snap.First)
+	if err != nil || len(rows) == 0 {
+		if err != nil {
+			err = fmt.Errorf("load events of %s from the database: %w", a.String(), err)
+		}
+		return err
 	}
 	older, err := records(rows)
 	if err != nil {
@@ -217,7 +233,7 @@ func apiEvent(r *persist.EventRow) (string, error) {
 // the database does not hold at its time (read the view from the whole
 // history instead).
 func (l *Loader) CompactedOlder(ctx context.Context, a cache.GetArgs, snap *cache.Snapshot, answered func([]cache.EventRecord) ([]string, error)) error {
-	if l.opts.DB == nil || !snap.Indexed || (len(snap.Older) == 0 && len(snap.Ranges) == 0) {
+	if !snap.Indexed || (len(snap.Older) == 0 && len(snap.Ranges) == 0) {
 		return nil
 	}
 	key := a.SessionRef
@@ -276,7 +292,7 @@ func (l *Loader) eventsAt(ctx context.Context, key base.SessionRef, refs []cache
 		at[i] = time.UnixMicro(r.Ts)
 		seqs[r.Ts] = r.Seq
 	}
-	rows, err := l.opts.DB.LoadEventsAt(ctx, key, at, ranges)
+	rows, err := l.db.LoadEventsAt(ctx, key, at, ranges)
 	if err != nil {
 		return nil, fmt.Errorf("load events of %s from the database: %w", key.String(), err)
 	}

@@ -68,13 +68,51 @@ func TestGetRedisOnly(t *testing.T) {
 	// Without a database nothing can be put back: op runs once, a session
 	// Redis lost is not found, the other statuses come back as they are.
 	calls := 0
-	err = l.Run(ctx, "a", "u", "s", func() error { calls++; return cache.ErrNotCached })
+	err = l.Run(ctx, base.SessionRef{App: "a", User: "u", ID: "s"}, func() error { calls++; return cache.ErrNotCached })
 	require.EqualError(t, err, "adksession: not found: session s of app a, user u")
 	require.Equal(t, 1, calls)
 	calls = 0
-	err = l.Run(ctx, "a", "u", "s", func() error { calls++; return cache.ErrIncomplete })
+	err = l.Run(ctx, base.SessionRef{App: "a", User: "u", ID: "s"}, func() error { calls++; return cache.ErrIncomplete })
 	require.ErrorIs(t, err, cache.ErrIncomplete)
 	require.Equal(t, 1, calls)
+}
+
+// TestNoDatabaseAnswersNothing: without a database the loader reads
+// through noDatabase, which holds nothing: the lookups an append, a rewind
+// and a fork make answer "none", a listing is Redis's, and a miss writes
+// nothing to Redis (no read guard: there is nothing to put back).
+func TestNoDatabaseAnswersNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, rdb := newMiniRedis(t, false)
+	l := New(c, Options{CacheTTL: time.Hour, MaxCachedEvents: 10})
+	ref := base.SessionRef{App: "a", User: "u", ID: "s"}
+	require.NoError(t, c.Create(ctx, cache.CreateArgs{SessionRef: ref, CreateTime: 1_000_000}))
+	keys, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+
+	_, err = l.StoredEvent(ctx, ref, "e1")
+	require.ErrorIs(t, err, base.ErrNotFound)
+	held, err := l.HoldsEvent(ctx, ref, "e1")
+	require.NoError(t, err)
+	require.False(t, held)
+	state, ok, err := l.CreateState(ctx, ref, 1_000_000)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Nil(t, state)
+
+	listed, next, err := l.ListApp(ctx, "a", "", 10)
+	require.NoError(t, err)
+	require.Empty(t, next)
+	require.Len(t, listed, 1)
+	require.Equal(t, "s", listed[0].SID)
+	require.False(t, listed[0].FromDB)
+
+	_, err = l.Get(ctx, cache.GetArgs{SessionRef: base.SessionRef{App: "a", User: "u", ID: "none"}, After: -1})
+	require.ErrorIs(t, err, base.ErrNotFound)
+	after, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, keys, after)
 }
 
 // TestGetReadThrough: a session only the database holds (rows as ADK wrote
@@ -169,7 +207,7 @@ func TestRunRecovers(t *testing.T) {
 	l := New(c, Options{DB: coldDB(t), CacheTTL: time.Hour, MaxCachedEvents: 10})
 
 	calls := 0
-	err := l.Run(ctx, "a", "", "", func() error {
+	err := l.Run(ctx, base.SessionRef{App: "a"}, func() error {
 		if calls++; calls == 1 {
 			return cache.ErrAppNotCached
 		}
@@ -182,7 +220,7 @@ func TestRunRecovers(t *testing.T) {
 	require.Equal(t, map[string]string{"g": `1`}, app, "the app state is back in Redis")
 
 	calls = 0
-	err = l.Run(ctx, "a", "u", "cold", func() error {
+	err = l.Run(ctx, base.SessionRef{App: "a", User: "u", ID: "cold"}, func() error {
 		if calls++; calls == 1 {
 			return cache.ErrNotCached
 		}
@@ -199,12 +237,12 @@ func TestRunRecovers(t *testing.T) {
 	require.Equal(t, map[string]string{"x": `2`}, user)
 
 	calls = 0
-	err = l.Run(ctx, "a", "u", "cold", func() error { calls++; return cache.ErrIncomplete })
+	err = l.Run(ctx, base.SessionRef{App: "a", User: "u", ID: "cold"}, func() error { calls++; return cache.ErrIncomplete })
 	require.ErrorIs(t, err, cache.ErrIncomplete, "lost again after every put-back: the status comes back")
 	require.Equal(t, 1+maxRecoveries, calls)
 
 	calls = 0
-	err = l.Run(ctx, "a", "u", "nowhere", func() error { calls++; return cache.ErrNotCached })
+	err = l.Run(ctx, base.SessionRef{App: "a", User: "u", ID: "nowhere"}, func() error { calls++; return cache.ErrNotCached })
 	require.EqualError(t, err, "adksession: not found: session nowhere of app a, user u")
 	require.Equal(t, 1, calls)
 }
@@ -230,7 +268,7 @@ func (d *movingDB) move(ctx context.Context, kind, app, user, sid string) error 
 	if n > d.moves {
 		return nil
 	}
-	return d.rdb.HIncrBy(ctx, d.keys.ShardKeys(d.keys.Shard(app, user)).Guards, cache.GuardField(app, user, sid), 1).Err()
+	return d.rdb.HIncrBy(ctx, d.keys.ShardKeys(d.keys.Shard(app, user)).Guards, cache.GuardField(base.SessionRef{App: app, User: user, ID: sid}), 1).Err()
 }
 
 func (d *movingDB) LoadSessionEvents(ctx context.Context, key base.SessionRef, w persist.Window, prepare persist.Prepare) (*persist.LoadedSession, error) {
@@ -348,7 +386,7 @@ func TestPruneProtocol(t *testing.T) {
 	c, rdb := newMiniRedis(t, true)
 	l := New(c, Options{DB: store, Prune: store, CacheTTL: time.Hour, MaxCachedEvents: 10})
 	idle := base.SessionRef{App: "a", User: "v", ID: "idle"}
-	guard, err := c.ReadGuard(ctx, idle.App, idle.User, idle.ID)
+	guard, err := c.ReadGuard(ctx, idle)
 	require.NoError(t, err)
 
 	var stages []PruneStage

@@ -13,8 +13,8 @@ import (
 // under memory pressure could otherwise undo them forever.
 const maxRecoveries = 3
 
-// Run runs op, a script call on the session (app, user, sid) — on its
-// user's or its app's state alone when user or sid is "" — and owns "Redis
+// Run runs op, a script call on session ref — on its user's or its app's
+// state alone when ref.User or ref.ID is "" — and owns "Redis
 // lost it": while op reports one of the cache's not-cached statuses
 // (cache.ErrNotCached or ErrIncomplete: the session; ErrUserNotCached: the
 // user's state and index; ErrAppNotCached: the app's state) and a database
@@ -27,22 +27,22 @@ const maxRecoveries = 3
 // without a database, or one the database does not hold either, is
 // base.ErrNotFound naming the session. Other errors come back as op
 // returned them (a not-cached status when every put-back was lost again).
-func (l *Loader) Run(ctx context.Context, app, user, sid string, op func() error) error {
-	return l.run(ctx, app, user, sid, op, nil)
+func (l *Loader) Run(ctx context.Context, ref base.SessionRef, op func() error) error {
+	return l.run(ctx, ref, op, nil)
 }
 
 // run is Run; a session put back for cold (not nil) is read in the same
 // MULTI (hydrateSession).
-func (l *Loader) run(ctx context.Context, app, user, sid string, op func() error, cold *coldRead) error {
+func (l *Loader) run(ctx context.Context, ref base.SessionRef, op func() error, cold *coldRead) error {
 	err := op()
-	for n := 0; n < maxRecoveries && l.opts.DB != nil && isNotCached(err); n++ {
-		if err = l.restore(ctx, app, user, sid, err, cold); err != nil {
+	for n := 0; n < maxRecoveries && l.durable && isNotCached(err); n++ {
+		if err = l.restore(ctx, ref, err, cold); err != nil {
 			return err
 		}
 		err = op()
 	}
-	if errors.Is(err, cache.ErrDeleted) || (l.opts.DB == nil && errors.Is(err, cache.ErrNotCached)) {
-		return base.SessionError(base.ErrNotFound, app, user, sid)
+	if errors.Is(err, cache.ErrDeleted) || (!l.durable && errors.Is(err, cache.ErrNotCached)) {
+		return base.SessionError(base.ErrNotFound, ref.App, ref.User, ref.ID)
 	}
 	return err
 }
@@ -54,7 +54,7 @@ func (l *Loader) run(ctx context.Context, app, user, sid string, op func() error
 // write fails before anything is written.
 func (l *Loader) AppOrder(ctx context.Context, app string, pairs []cache.Pair) (int64, error) {
 	var n int64
-	err := l.Run(ctx, app, "", "", func() (err error) {
+	err := l.Run(ctx, base.SessionRef{App: app}, func() (err error) {
 		n, err = l.cache.AppOrder(ctx, app, pairs)
 		return err
 	})
@@ -65,7 +65,7 @@ func (l *Loader) AppOrder(ctx context.Context, app string, pairs []cache.Pair) (
 // order (the second step of a write, and the flusher's repair of it),
 // putting the app's state back from the database first when Redis lost it.
 func (l *Loader) ApplyApp(ctx context.Context, app string, c cache.AppChange) error {
-	return l.Run(ctx, app, "", "", func() error { return l.cache.ApplyApp(ctx, app, c) })
+	return l.Run(ctx, base.SessionRef{App: app}, func() error { return l.cache.ApplyApp(ctx, app, c) })
 }
 
 // isNotCached tells whether a script failed for want of data Redis lost.
@@ -79,14 +79,14 @@ func isNotCached(err error) bool {
 // (with its user's state when that is gone too), the user's state and
 // index, or the app's state. base.ErrNotFound (wrapped by
 // base.SessionError) when the database has no such session either.
-func (l *Loader) restore(ctx context.Context, app, user, sid string, cause error, cold *coldRead) error {
+func (l *Loader) restore(ctx context.Context, ref base.SessionRef, cause error, cold *coldRead) error {
 	switch {
 	case errors.Is(cause, cache.ErrUserNotCached):
-		return l.hydrateUser(ctx, app, user)
+		return l.hydrateUser(ctx, ref.App, ref.User)
 	case errors.Is(cause, cache.ErrAppNotCached):
-		return l.hydrateApp(ctx, app)
+		return l.hydrateApp(ctx, ref.App)
 	case errors.Is(cause, cache.ErrNotCached), errors.Is(cause, cache.ErrIncomplete):
-		return l.hydrateSession(ctx, base.SessionRef{App: app, User: user, ID: sid}, cold)
+		return l.hydrateSession(ctx, ref, cold)
 	}
 	return cause
 }

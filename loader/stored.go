@@ -15,10 +15,7 @@ import (
 // holds the event with its id. base.ErrNotFound when the database has no
 // such event, or there is no database.
 func (l *Loader) StoredEvent(ctx context.Context, ref base.SessionRef, id string) (*cache.EventRecord, error) {
-	if l.opts.DB == nil {
-		return nil, base.ErrNotFound
-	}
-	row, err := l.opts.DB.LoadEvent(ctx, ref, id)
+	row, err := l.db.LoadEvent(ctx, ref, id)
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +29,7 @@ func (l *Loader) StoredEvent(ctx context.Context, ref base.SessionRef, id string
 // HoldsEvent tells whether the database holds an event with id in session
 // ref, whatever its content (false without a database).
 func (l *Loader) HoldsEvent(ctx context.Context, ref base.SessionRef, id string) (bool, error) {
-	if l.opts.DB == nil {
-		return false, nil
-	}
-	_, err := l.opts.DB.LoadEvent(ctx, ref, id)
+	_, err := l.db.LoadEvent(ctx, ref, id)
 	if errors.Is(err, base.ErrNotFound) {
 		return false, nil
 	}
@@ -47,8 +41,5 @@ func (l *Loader) HoldsEvent(ctx context.Context, ref base.SessionRef, id string)
 // in the database; ok is false when the database does not know it (a
 // session ADK wrote, another incarnation) or there is no database.
 func (l *Loader) CreateState(ctx context.Context, ref base.SessionRef, incarnation int64) (state map[string]json.RawMessage, ok bool, err error) {
-	if l.opts.DB == nil {
-		return nil, false, nil
-	}
-	return l.opts.DB.LoadCreateState(ctx, ref, incarnation)
+	return l.db.LoadCreateState(ctx, ref, incarnation)
 }

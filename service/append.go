@@ -167,11 +167,12 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 			inc = a.Incarnation // looked up in the database
 		}
 		flushed := dup.Stored == nil || dup.Flushed
-		if !flushed && len(a.Delta.App) > 0 && s.db != nil {
+		if !flushed && len(a.Delta.App) > 0 {
 			// Redis may hold an older copy of the session, whose flushed
 			// mark is behind what the database holds, and the ids of the
 			// changes applied may be gone with Redis: an event the database
-			// holds was flushed, its change applied then.
+			// holds was flushed, its change applied then (none is without
+			// a database).
 			var err error
 			if flushed, err = s.loader.HoldsEvent(ctx, a.SessionRef, a.EventID); err != nil {
 				return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, a.String(), err)
@@ -212,7 +213,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 // database first (checkEventID).
 func (s *Service) appendScript(ctx context.Context, args cache.AppendArgs) (*cache.AppendResult, error) {
 	var res *cache.AppendResult
-	err := s.loader.Run(ctx, args.App, args.User, args.ID, func() (err error) {
+	err := s.loader.Run(ctx, args.SessionRef, func() (err error) {
 		res, err = s.cache.Append(ctx, args)
 		if errors.Is(err, cache.ErrCheckEventID) {
 			if err = s.checkEventID(ctx, args); err == nil {

@@ -61,7 +61,7 @@ func (s *Service) Create(ctx context.Context, req *CreateRequest) (*CreateRespon
 		return nil, fmt.Errorf("create %s: app state: %w", base.SessionName(req.AppName, req.UserID, sid), err)
 	}
 	args := cache.CreateArgs{SessionRef: base.SessionRef{App: req.AppName, User: req.UserID, ID: sid}, CreateTime: now.UnixMicro(), Token: uuid.NewString(), Delta: delta}
-	err = s.loader.Run(ctx, req.AppName, req.UserID, sid, func() error { return s.cache.Create(ctx, args) })
+	err = s.loader.Run(ctx, args.SessionRef, func() error { return s.cache.Create(ctx, args) })
 	switch {
 	case errors.Is(err, ErrAlreadyExists):
 		return nil, sessionError(ErrAlreadyExists, req.AppName, req.UserID, sid)

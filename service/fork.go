@@ -79,7 +79,7 @@ func (s *Service) Fork(ctx context.Context, req *ForkRequest) (*ForkResponse, er
 		// The loader brings the session forked from (or the user's state and
 		// index) back from the database when Redis lost it, and runs the
 		// script again.
-		err := s.loader.Run(ctx, req.AppName, req.UserID, req.SessionID, func() error { return s.cache.Fork(ctx, args) })
+		err := s.loader.Run(ctx, base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID}, func() error { return s.cache.Fork(ctx, args) })
 		var cold *cache.ForkHistoryError
 		switch {
 		case err == nil:

@@ -289,7 +289,7 @@ func (s *Service) GetUserState(ctx context.Context, req *UserStateRequest) (map[
 		return nil, err
 	}
 	var m map[string]string
-	err := s.loader.Run(ctx, appName, userID, "", func() error {
+	err := s.loader.Run(ctx, base.SessionRef{App: appName, User: userID}, func() error {
 		var ok bool
 		var err error
 		if m, ok, err = s.cache.UserState(ctx, appName, userID); err == nil && !ok {

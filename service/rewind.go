@@ -92,7 +92,7 @@ func (s *Service) Rewind(ctx context.Context, req *RewindRequest) (*Event, error
 		// The loader brings the session back from the database when Redis
 		// lost it (or says it does not exist) and runs the script again.
 		var res *cache.RewindResult
-		err := s.loader.Run(ctx, req.AppName, req.UserID, req.SessionID, func() (err error) {
+		err := s.loader.Run(ctx, base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID}, func() (err error) {
 			res, err = s.cache.Rewind(ctx, args)
 			return err
 		})
