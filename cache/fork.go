@@ -31,11 +31,10 @@ type ForkHistory struct {
 
 // ForkArgs are the inputs of Fork.
 type ForkArgs struct {
-	App, User  string
-	SID        string // the session forked from
-	NewSID     string // the session made
-	Before     string // the invocation to fork before; "" copies every event
-	CreateTime int64  // µs; also the new session's incarnation
+	base.SessionRef        // the session forked from
+	NewSID          string // the session made, of the same user
+	Before          string // the invocation to fork before; "" copies every event
+	CreateTime      int64  // µs; also the new session's incarnation
 	// Token names this fork call: a run of the script again (its reply
 	// lost) finds the session the first run made.
 	Token string
@@ -51,7 +50,7 @@ type ForkArgs struct {
 // ErrDeleted, ErrIncomplete, ErrUserNotCached, ErrInvocationNotFound,
 // *ForkHistoryError, base.ErrStaleSession (only with Computed).
 func (s *Store) Fork(ctx context.Context, a ForkArgs) error {
-	from := s.keys.Session(a.App, a.User, a.SID)
+	from := s.keys.Session(a.App, a.User, a.ID)
 	to := s.keys.Session(a.App, a.User, a.NewSID)
 	keys := []string{from.Session, from.Events, from.Undo, from.EventIDs, to.Session, to.Events, to.Temp, to.Undo, to.EventIDs,
 		to.User, to.UserIndex, to.AppIndex, to.Log}

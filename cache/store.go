@@ -155,13 +155,14 @@ func (s *Store) Create(ctx context.Context, a CreateArgs) error {
 	if err != nil {
 		return fmt.Errorf("create script: %w", err)
 	}
-	return s.capped(createStatuses.err(res[0]), res[len(res)-1], a.App, a.User, a.ID)
+	return s.capped(createStatuses.err(res[0]), res[len(res)-1], a.SessionRef)
 }
 
 // capped completes a base.StateCapError of a script's status with the scope of a write
-// to (app, user, sid), the state's total the script answered with its
-// status (bytes) and the cap; other errors are returned as they are.
-func (s *Store) capped(err error, bytes int64, app, user, sid string) error {
+// to session ref (ref.User and ref.ID "" for a write to the app's state
+// alone), the state's total the script answered with its status (bytes)
+// and the cap; other errors are returned as they are.
+func (s *Store) capped(err error, bytes int64, ref base.SessionRef) error {
 	var c *base.StateCapError
 	if !errors.As(err, &c) {
 		return err
@@ -169,11 +170,11 @@ func (s *Store) capped(err error, bytes int64, app, user, sid string) error {
 	c.Bytes = bytes
 	switch c.Field {
 	case "MaxSessionStateBytes":
-		c.Scope, c.Cap = base.SessionName(app, user, sid), s.caps.Session
+		c.Scope, c.Cap = ref.String(), s.caps.Session
 	case "MaxUserStateBytes":
-		c.Scope, c.Cap = "user "+user+" of app "+app, s.caps.User
+		c.Scope, c.Cap = "user "+ref.User+" of app "+ref.App, s.caps.User
 	default:
-		c.Scope, c.Cap = "app "+app, s.caps.App
+		c.Scope, c.Cap = "app "+ref.App, s.caps.App
 	}
 	return c
 }
@@ -221,7 +222,7 @@ func (s *Store) AppOrder(ctx context.Context, app string, pairs []Pair) (int64, 
 			code, ok1 := v[0].(int64)
 			bytes, ok2 := v[1].(int64)
 			if ok1 && ok2 && code < 0 {
-				return 0, s.capped(appOrderStatuses.err(code), bytes, app, "", "")
+				return 0, s.capped(appOrderStatuses.err(code), bytes, base.SessionRef{App: app})
 			}
 		}
 	}
@@ -456,7 +457,7 @@ func (s *Store) Append(ctx context.Context, a AppendArgs) (*AppendResult, error)
 		return nil, fmt.Errorf("%w: stored revision %d, handle %d", err, v[1].(int64), a.HandleRev)
 	case err != nil:
 		bytes, _ := v[len(v)-1].(int64) // a cap's status: the state's total
-		return nil, s.capped(err, bytes, a.App, a.User, a.ID)
+		return nil, s.capped(err, bytes, a.SessionRef)
 	}
 	r := &AppendResult{Seq: v[1].(int64), Ts: v[2].(int64), Incarnation: v[len(v)-1].(int64)}
 	if code == codeCaughtUp {

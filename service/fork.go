@@ -73,13 +73,13 @@ func (s *Service) Fork(ctx context.Context, req *ForkRequest) (*ForkResponse, er
 			return nil, err
 		}
 	}
-	args := cache.ForkArgs{App: req.AppName, User: req.UserID, SID: req.SessionID, NewSID: nid,
+	args := cache.ForkArgs{SessionRef: base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID}, NewSID: nid,
 		Before: req.BeforeInvocationID, CreateTime: time.Now().Truncate(time.Microsecond).UnixMicro(), Token: uuid.NewString()}
 	for attempt := 1; ; attempt++ {
 		// The loader brings the session forked from (or the user's state and
 		// index) back from the database when Redis lost it, and runs the
 		// script again.
-		err := s.loader.Run(ctx, base.SessionRef{App: req.AppName, User: req.UserID, ID: req.SessionID}, func() error { return s.cache.Fork(ctx, args) })
+		err := s.loader.Run(ctx, args.SessionRef, func() error { return s.cache.Fork(ctx, args) })
 		var cold *cache.ForkHistoryError
 		switch {
 		case err == nil:
