@@ -16,7 +16,7 @@ import (
 // timeText is SQL that formats a timestamp column as
 // 'YYYY-MM-DD HH:MM:SS.ffffff'; on SQLite it is the stored text itself.
 func timeText(s *Store, col string) string {
-	if s.Dialect() == "postgres" {
+	if s.d.name == "postgres" {
 		return "to_char(" + col + ", 'YYYY-MM-DD HH24:MI:SS.US')"
 	}
 	return "CAST(" + col + " AS TEXT)"
@@ -71,7 +71,7 @@ func TestApplyWritesADKRows(t *testing.T) {
 			}
 			must(t, json.Unmarshal(got["actions"], &actions))
 			same(t, "state_delta keeps prefixes and null", actions.StateDelta, map[string]any{"app:a": float64(seq), "user:u": "x", "k": nil})
-			if s.Dialect() == "sqlite" {
+			if s.d.name == "sqlite" {
 				// TEXT keeps every byte.
 				data, err := eventjson.WithColumns(storageJSON(seq), e.ID, e.InvocationID, e.Timestamp)
 				must(t, err)
@@ -91,7 +91,7 @@ FROM adksession_sessions ORDER BY user_id`), [][]string{
 // jsonText is how the database gives back a JSON column that was written
 // as compact JSON: jsonb has its own spacing and key order.
 func jsonText(s *Store, compact string) string {
-	if s.Dialect() != "postgres" {
+	if s.d.name != "postgres" {
 		return compact
 	}
 	return map[string]string{

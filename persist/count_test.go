@@ -75,7 +75,7 @@ func TestApplyStatementCount(t *testing.T) {
 		s, u := migratedAt(t, b)
 		var n atomic.Int64
 		var c driver.Connector
-		if s.Dialect() == "postgres" {
+		if s.d.name == "postgres" {
 			pc, err := pq.NewConnector(u)
 			must(t, err)
 			c = pc
@@ -94,7 +94,7 @@ func TestApplyStatementCount(t *testing.T) {
 		// Postgres: lock keys, lock sessions rows, read bookkeeping,
 		// sessions, events, bookkeeping, app {} rows, user {} rows. SQLite:
 		// the same, no locks.
-		want := map[string]int64{"postgres": 8, "sqlite": 6}[s.Dialect()]
+		want := map[string]int64{"postgres": 8, "sqlite": 6}[s.d.name]
 		same(t, "statements for 500 events in 50 sessions", n.Load(), want)
 		same(t, "events", queryStrings(t, db, `SELECT count(*) FROM events`), [][]string{{"500"}})
 
@@ -107,6 +107,6 @@ func TestApplyStatementCount(t *testing.T) {
 		// + state bookkeeping read, the app row read for the key-by-key merge, delete, app and user
 		// state, state bookkeeping.
 		same(t, "statements with a delete and states", n.Load(), want+6)
-		t.Logf("%s: %d statements for 500 events in 50 sessions", s.Dialect(), want)
+		t.Logf("%s: %d statements for 500 events in 50 sessions", s.d.name, want)
 	})
 }

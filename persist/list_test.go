@@ -196,7 +196,7 @@ const listIndex = `CREATE INDEX adksession_list ON sessions (app_name, user_id C
 func TestListUsesIndex(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		s := migrated(t, b)
-		if s.Dialect() == "postgres" {
+		if s.d.name == "postgres" {
 			_, err := s.db.Exec(listIndex)
 			must(t, err)
 		}
@@ -205,12 +205,12 @@ func TestListUsesIndex(t *testing.T) {
 			ups = append(ups, upsert(base.SessionRef{App: "app", User: fmt.Sprint("u", i%100), ID: fmt.Sprint("s", i)}, inc1, 0, 0))
 		}
 		apply(t, s, &Batch{Sessions: ups})
-		if s.Dialect() == "postgres" {
+		if s.d.name == "postgres" {
 			_, err := s.db.Exec(`ANALYZE sessions`)
 			must(t, err)
 		}
 		index := "adksession_list"
-		if s.Dialect() == "sqlite" {
+		if s.d.name == "sqlite" {
 			index = "sqlite_autoindex_sessions_1" // the primary key (app_name, user_id, id)
 		}
 		first, firstArgs := s.d.listQuery("app", base.SessionRef{}, 10)
@@ -219,7 +219,7 @@ func TestListUsesIndex(t *testing.T) {
 			name, q string
 			args    []any
 		}{{"first page", first, firstArgs}, {"next page", next, nextArgs}}
-		if s.Dialect() == "sqlite" { // on Postgres rebuilding a user's index (seldom) may scan
+		if s.d.name == "sqlite" { // on Postgres rebuilding a user's index (seldom) may scan
 			queries = append(queries, struct {
 				name, q string
 				args    []any

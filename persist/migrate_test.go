@@ -13,7 +13,7 @@ import (
 func tableNames(t *testing.T, s *Store) []string {
 	t.Helper()
 	q := `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
-	if s.Dialect() == "postgres" {
+	if s.d.name == "postgres" {
 		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
 	}
 	var names []string

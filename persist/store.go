@@ -305,6 +305,3 @@ func (s *Store) Ready(ctx context.Context) error {
 	}
 	return s.checkSchema(ctx)
 }
-
-// Dialect returns "postgres" or "sqlite".
-func (s *Store) Dialect() string { return s.d.name }

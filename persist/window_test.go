@@ -13,7 +13,7 @@ func TestEventWindowUsesIndex(t *testing.T) {
 		s := migrated(t, b)
 		k := skey("s1")
 		session1000(t, s, k)
-		if s.Dialect() == "postgres" {
+		if s.d.name == "postgres" {
 			_, err := s.db.Exec(`ANALYZE events`)
 			must(t, err)
 		}
@@ -51,7 +51,7 @@ func explain(t *testing.T, s *Store, q string, args []any) string {
 	must(t, err)
 	defer tx.Rollback()
 	prefix := "EXPLAIN QUERY PLAN "
-	if s.Dialect() == "postgres" {
+	if s.d.name == "postgres" {
 		prefix = "EXPLAIN "
 		_, err := tx.Exec(`SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`)
 		must(t, err)
@@ -87,7 +87,7 @@ func TestLoadEventsAt(t *testing.T) {
 		k := skey("s1")
 		session1000(t, s, k)
 		session1000(t, s, skey("other"))
-		if s.Dialect() == "postgres" {
+		if s.d.name == "postgres" {
 			_, err := s.db.Exec(`ANALYZE events`)
 			must(t, err)
 		}
