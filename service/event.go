@@ -179,16 +179,18 @@ func (a *EventActions) write(w *jsonWriter) {
 	w.begin()
 	w.key("stateDelta")
 	w.valueAt("actions.stateDelta", nonNilMap(a.StateDelta))
-	w.key("artifactDelta")
-	w.buf = append(w.buf, '{')
-	for i, k := range sortedKeys(a.ArtifactDelta) {
-		if i > 0 {
-			w.buf = append(w.buf, ',')
+	if len(a.ArtifactDelta) > 0 || !w.cached {
+		w.key("artifactDelta")
+		w.buf = append(w.buf, '{')
+		for i, k := range sortedKeys(a.ArtifactDelta) {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.buf = append(eventjson.AppendString(w.buf, k, true), ':')
+			w.buf = strconv.AppendInt(w.buf, a.ArtifactDelta[k], 10)
 		}
-		w.buf = append(eventjson.AppendString(w.buf, k, true), ':')
-		w.buf = strconv.AppendInt(w.buf, a.ArtifactDelta[k], 10)
+		w.buf = append(w.buf, '}')
 	}
-	w.buf = append(w.buf, '}')
 	writeRawMap(w, "actions.requestedAuthConfigs", a.RequestedAuthConfigs)
 	writeRawMap(w, "actions.requestedToolConfirmations", a.RequestedToolConfirmations)
 	if a.TransferToAgent != "" {
@@ -217,8 +219,12 @@ func (a *EventActions) write(w *jsonWriter) {
 }
 
 // writeRawMap writes the member field (after its last dot) holding m, an
-// object of raw JSON values (always present, {} when m is empty).
+// object of raw JSON values (always present, {} when m is empty, but in the
+// cached form).
 func writeRawMap(w *jsonWriter, field string, m map[string]json.RawMessage) {
+	if len(m) == 0 && w.cached {
+		return
+	}
 	w.key(field[strings.LastIndexByte(field, '.')+1:])
 	w.buf = append(w.buf, '{')
 	for i, k := range sortedKeys(m) {

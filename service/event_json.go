@@ -24,6 +24,11 @@ type jsonWriter struct {
 	// verbatim: raw JSON is copied as given, for a caller that validates
 	// and compacts the whole (json.Marshal calling a MarshalJSON).
 	verbatim bool
+	// cached: the form Redis keeps (docs/redis-keys.md, "Events"): the API
+	// form without the three maps of an event's actions that ADK writes on
+	// every event and that are nearly always empty (artifactDelta,
+	// requestedAuthConfigs, requestedToolConfirmations) when they are.
+	cached bool
 }
 
 // maxValueDepth bounds the nesting written without json.Marshal, which

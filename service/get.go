@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -259,6 +260,7 @@ func decodeEvents(recs []cache.EventRecord) ([]*Event, error) {
 				return fmt.Errorf("event %d: %w", r.Seq, err)
 			}
 			ev.Timestamp = time.UnixMicro(r.Ts).UTC()
+			fillCachedMaps(&ev.Actions)
 			out[i] = ev
 		}
 		return nil
@@ -267,6 +269,22 @@ func decodeEvents(recs []cache.EventRecord) ([]*Event, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// fillCachedMaps gives a cached event the maps of its actions that the
+// cached form leaves out when they are empty (jsonWriter.cached): a read
+// returns them empty, as it does an event of the database's rows, which
+// have them.
+func fillCachedMaps(a *EventActions) {
+	if a.ArtifactDelta == nil {
+		a.ArtifactDelta = map[string]int64{}
+	}
+	if a.RequestedAuthConfigs == nil {
+		a.RequestedAuthConfigs = map[string]json.RawMessage{}
+	}
+	if a.RequestedToolConfirmations == nil {
+		a.RequestedToolConfirmations = map[string]json.RawMessage{}
+	}
 }
 
 // UserStateRequest names the user whose state GetUserState reads.

@@ -111,7 +111,7 @@ func (s *Service) prepareEvent(ev *Event) (*preparedEvent, error) {
 			delete(stored.Actions.StateDelta, k)
 		}
 	}
-	w := jsonWriter{buf: make([]byte, 0, len(stored.Content)+512)}
+	w := jsonWriter{buf: make([]byte, 0, len(stored.Content)+512), cached: true}
 	stored.write(&w)
 	if w.err != nil {
 		return nil, fmt.Errorf("%w: event.%v", ErrInvalidArgument, w.err)

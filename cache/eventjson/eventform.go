@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,9 +47,11 @@ func IsStorageForm(top map[string]json.RawMessage) bool {
 	return false
 }
 
-// StorageEvent converts an event from API form to storage form and reads
-// its id and invocation id (as eventHead does), in one parse: what the
-// flusher writes to an events row.
+// StorageEvent converts an event from the form Redis keeps (the API form,
+// the maps of actionMaps left out when empty) to storage form, those maps
+// put back as ADK Python writes them, and reads its id and invocation id
+// (as eventHead does), in one parse: what the flusher writes to an events
+// row.
 func StorageEvent(api []byte) (id, invocationID string, storage []byte, err error) {
 	top, err := eventMembers(api, false)
 	if err != nil {
@@ -57,25 +60,31 @@ func StorageEvent(api []byte) (id, invocationID string, storage []byte, err erro
 	if id, invocationID, err = eventHead(top); err != nil {
 		return "", "", nil, err
 	}
-	if storage, err = storageForm(top); err != nil {
+	if storage, err = storageForm(top, true); err != nil {
 		return "", "", nil, err
 	}
 	return id, invocationID, storage, nil
 }
 
-// eventHead reads the id and invocation id of an API-form event's members
-// as encoding/json reads them into string fields: keys matched without
-// regard to case, the last one wins, null reads as "", any other value that
-// is not a string is an error.
+// eventHead reads the id and invocation id of an event's members as the
+// service's decoder reads an event (service.eventDecoder): the keys "id"
+// and "invocationId" exactly, the last one wins, null reads as "", any
+// other value that is not a string is an error. A key that differs in case
+// ("ID", "invocationID") is another key, kept in the row's event data with
+// the rest: an id read from it would name the row apart from its event.
 func eventHead(top []member) (id, inv string, err error) {
 	for _, m := range top {
 		var to *string
-		switch {
-		case strings.EqualFold(m.key, "id"):
+		switch m.key {
+		case "id":
 			to = &id
-		case strings.EqualFold(m.key, "invocationId"):
+		case "invocationId":
 			to = &inv
 		default:
+			continue
+		}
+		*to = ""
+		if isNull(m.val) {
 			continue
 		}
 		if err := json.Unmarshal(m.val, to); err != nil {
@@ -91,12 +100,13 @@ func StorageForm(api []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return storageForm(top)
+	return storageForm(top, false)
 }
 
 // storageForm converts the top-level members of an API-form event to the
-// storage form.
-func storageForm(top []member) ([]byte, error) {
+// storage form; with maps, the actions get those of actionMaps they lack
+// (withActionMaps).
+func storageForm(top []member, maps bool) ([]byte, error) {
 	rest, actions, meta := splitEvent(top)
 	out, _ := eventModel.convertMembers(rest, toStorage)
 	var aextra []member
@@ -107,6 +117,9 @@ func storageForm(top []member) ([]byte, error) {
 		}
 		var conv []member
 		conv, aextra = actionsModel.convertMembers(am, toStorage)
+		if maps {
+			conv = withActionMaps(conv)
+		}
 		out = append(out, member{"actions", writeObject(conv)})
 	}
 	if meta != nil || len(aextra) > 0 {
@@ -123,6 +136,30 @@ func storageForm(top []member) ([]byte, error) {
 		out = append(out, member{"custom_metadata", writeObject(metaMembers)})
 	}
 	return compact(writeObject(out)), nil
+}
+
+// actionMaps are the maps of an event's actions that ADK Python writes on
+// every event, in its order (after state_delta), empty or not; the form
+// Redis keeps leaves them out when they are empty.
+var actionMaps = [...]string{"artifact_delta", "requested_auth_configs", "requested_tool_confirmations"}
+
+// withActionMaps puts into the members of an event's actions in storage
+// form those of actionMaps it lacks, empty, where ADK Python writes them:
+// after state_delta and whichever of them come before.
+func withActionMaps(ms []member) []member {
+	at := 0 // where the next missing one goes
+	if i := memberIndex(ms, "state_delta"); i >= 0 {
+		at = i + 1
+	}
+	for _, k := range actionMaps {
+		if i := memberIndex(ms, k); i >= 0 {
+			at = i + 1
+			continue
+		}
+		ms = slices.Insert(ms, at, member{k, []byte("{}")})
+		at++
+	}
+	return ms
 }
 
 // APIForm converts an event from storage form to API form.

@@ -320,3 +320,28 @@ func FuzzCompact(f *testing.F) {
 		}
 	})
 }
+
+// TestStorageEventReadsTheKeysTheServiceReads: the flusher's conversion
+// (StorageEvent) takes an event's id and invocation id from the keys the
+// service's decoder reads, "id" and "invocationId" exactly. A key that only
+// differs in case is another of the event's keys (the service accepted it as
+// one): read as the id it named the row apart from its event ("ID"), or
+// failed the row, and the event went to the dead letters ("Id" an object).
+func TestStorageEventReadsTheKeysTheServiceReads(t *testing.T) {
+	for _, tc := range []struct{ name, event string }{
+		{"a string", `{"id":"e","invocationId":"i","author":"a","timestamp":1.5,"actions":{"stateDelta":{}},"ID":"x","InvocationID":"y"}`},
+		{"an object", `{"id":"e","invocationId":"i","author":"a","timestamp":1.5,"actions":{"stateDelta":{}},"Id":{},"invocationid":[1]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, inv, storage, err := StorageEvent([]byte(tc.event))
+			require.NoError(t, err)
+			require.Equal(t, "e", id)
+			require.Equal(t, "i", inv)
+			var row map[string]any
+			require.NoError(t, json.Unmarshal(storage, &row))
+			require.Equal(t, "e", row["id"])
+			require.Equal(t, "i", row["invocation_id"])
+			require.Len(t, row, 7, "the keys that differ in case stay in the row's data: %s", storage)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -34,7 +35,7 @@ var outcomeErrs = [...]error{nil, nil, service.ErrAlreadyExists, service.ErrStal
 
 // buildEvent resolves an append's event against the session (nil: absent).
 func (c *client) buildEvent(o *op, s *mSession) *service.Event {
-	ev := &service.Event{Author: o.Author, Content: o.Content,
+	ev := &service.Event{Author: o.Author, Content: o.Content, Extra: maps.Clone(o.Extra),
 		Actions: service.EventActions{StateDelta: cloneAny(o.Delta), ArtifactDelta: cloneInt(o.Artifacts)}}
 	var evs []*mEvent
 	if s != nil {

@@ -92,6 +92,10 @@ type op struct {
 	Content   json.RawMessage
 	Delta     map[string]any
 	Artifacts map[string]int64
+	// Extra: top-level keys of the event a case away from "id" and
+	// "invocationId" (the service keeps them as the event's own keys; the
+	// flusher once read the row's id from such a key, or failed the row)
+	Extra map[string]json.RawMessage
 	// Get
 	NumRecent int
 	AfterMode int // 0: none, 1: at event Pick, 2: 1µs after event Pick, 3: before every event, 4: after every event
@@ -117,6 +121,9 @@ func (o *op) String() string {
 		fmt.Fprintf(&b, " slot=%d svc=%d handle=%d id=%s pick=%d inv=%d/%s ts=%s/%d author=%s delta=%s artifacts=%s content=%s",
 			o.Slot, o.Svc, o.Handle, idModeNames[o.IDMode], o.Pick, o.InvMode, o.NewInv, tsModeNames[o.TsMode], o.Ts,
 			o.Author, js(o.Delta), js(o.Artifacts), o.Content)
+		if o.Extra != nil {
+			fmt.Fprintf(&b, " extra=%s", js(o.Extra))
+		}
 	case opGet:
 		fmt.Fprintf(&b, " slot=%d svc=%d n=%d after=%d pick=%d temp=%d", o.Slot, o.Svc, o.NumRecent, o.AfterMode, o.Pick, o.TempMode)
 	case opList:
@@ -339,6 +346,12 @@ func (g *gen) event(o *op) {
 	}
 	o.Author = []string{"user", "model", "agent_b"}[g.rng.IntN(3)]
 	o.Content = g.content(fmt.Sprintf("op c%d-%d", g.client, g.step))
+	if g.step%8 == 5 { // by the step, not the generator: the seeds' other draws stay as they were
+		o.Extra = map[string]json.RawMessage{
+			"ID":           json.RawMessage(fmt.Sprintf(`"not-the-id-c%d-%d"`, g.client, g.step)),
+			"InvocationID": json.RawMessage(`{"not":"the invocation"}`),
+		}
+	}
 	o.Delta = g.delta(o.Kind == opShared, false)
 	if g.rng.IntN(4) == 0 {
 		o.Artifacts = map[string]int64{}
