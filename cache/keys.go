@@ -25,8 +25,11 @@ const DefaultShards = 64
 // calls in buckets (xP<n>), which a view reads instead of each event's
 // field, and keeps every event with a scope among the events every view
 // reads (xa<n>): a view of version 3 would miss what an index kept by a
-// process of version 2 lacks.
-const LayoutVersion = 3
+// process of version 2 lacks. Version 4: an event is kept without the maps
+// of its actions that ADK writes on every event when they are empty
+// (docs/redis-keys.md), which the flusher of version 3 would write to rows
+// without them (every row has them: SPEC, ADK Python's form).
+const LayoutVersion = 4
 
 // Keys builds every Redis key adksession uses. Nothing else in the module
 // knows a key name. layout lists them all; docs/redis-keys.md is the same
