@@ -300,7 +300,8 @@ type AppendArgs struct {
 	InvocationID string
 	EventID      string
 	// CheckID: the caller chose EventID and the database was not asked
-	// whether the session holds it (see ErrCheckEventID).
+	// whether the session holds it (see ErrCheckEventID). A store without a
+	// database (Options.Durable false) has none to ask, and ignores it.
 	CheckID bool
 	// EventPre and EventPost are the event's JSON as stored, before and
 	// after the value of its top-level "timestamp": the script writes the
@@ -377,7 +378,7 @@ func (s *Store) appendCommand(a AppendArgs) ([]string, []any) {
 		v.str("-inf")
 	}
 	v.int(a.Ts)
-	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost, a.EventID, boolArg(a.CheckID), a.Index} {
+	for _, x := range []string{a.InvocationID, a.EventPre, a.EventPost, a.EventID, boolArg(a.CheckID && s.durable), a.Index} {
 		v.str(x)
 	}
 	// Each scope's pairs, then what applies to them only when there are any:

@@ -130,3 +130,28 @@ func TestStoreMissingAndDeleted(t *testing.T) {
 		t.Fatalf("get of a deleted session: got %v, want ErrDeleted", err)
 	}
 }
+
+// The append asks the script to vouch for a caller's event id (ARGV[13])
+// only when a database backs the store: without one there is none to have
+// checked, and the script need not read m:first for it.
+func TestAppendChecksIDsOnlyWithADatabase(t *testing.T) {
+	keys, err := NewKeys("unit:", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := appendArgs("s", "e1", 1, 1, 10)
+	a.CheckID = true
+	for _, durable := range []bool{false, true} {
+		_, line := NewStore(nil, Options{Keys: keys, Durable: durable}).appendCommand(a)
+		var got string
+		for i, v := range line {
+			if p, ok := v.(*string); ok && *p == "e1" {
+				got = *line[i+1].(*string)
+			}
+		}
+		want := map[bool]string{false: "0", true: "1"}[durable]
+		if got != want {
+			t.Errorf("durable %v: ARGV[13] = %q, want %q", durable, got, want)
+		}
+	}
+}

@@ -129,7 +129,7 @@ func (s *Service) planAppend(ref base.SessionRef, ev *Event) (*appendPlan, error
 	return &appendPlan{stored: stored, normalized: p.normalized, args: cache.AppendArgs{
 		SessionRef: ref,
 		Ts:         stored.Timestamp.UnixMicro(), InvocationID: stored.InvocationID, EventID: stored.ID,
-		CheckID:  ev.ID != "" && s.db != nil,
+		CheckID:  ev.ID != "",
 		EventPre: pre, EventPost: post, Delta: p.delta, Artifacts: sessionArtifacts(stored.Actions.ArtifactDelta),
 		Index: compactionIndexEntry(stored),
 	}}, nil
@@ -181,7 +181,7 @@ func (s *Service) runAppend(ctx context.Context, p *appendPlan, sess *Session, e
 		if err := s.finishApp(ctx, &a, inc, flushed); err != nil {
 			return nil, fmt.Errorf("append event %s to %s: app state: %w", a.EventID, a.String(), err)
 		}
-		if flushed && len(a.Delta.App) > 0 && s.db != nil {
+		if flushed && len(a.Delta.App) > 0 && s.loader.Durable() {
 			// No change-log entry carries a step done now: the app's state
 			// goes to the database here (a retry again, if this fails, finds
 			// the step done and writes it again).

@@ -69,10 +69,10 @@ func (s *Service) Inspect(ctx context.Context, req *GetRequest) (*SessionInfo, e
 			return nil, err
 		}
 	}
-	info := &SessionInfo{Session: resp.Session, WasCached: before.Cached, Durable: s.db != nil, Revision: st.Rev, Flushed: st.Flushed,
+	info := &SessionInfo{Session: resp.Session, WasCached: before.Cached, Durable: s.loader.Durable(), Revision: st.Rev, Flushed: st.Flushed,
 		CachedEvents: st.CachedEvents, FirstCached: st.FirstCached, Shard: st.Shard, ShardBacklog: st.ShardBacklog,
 		ShardDeadLetters: st.ShardDeadLetters, RedisBytes: st.Memory, StateKeys: map[string]int{"app": 0, "user": 0, "session": 0, "temp": 0}}
-	if s.db != nil {
+	if info.Durable {
 		info.Pending = st.Rev - st.Flushed
 	}
 	if !st.ShardOldest.IsZero() {

@@ -83,7 +83,7 @@ func (s *Service) Prune(ctx context.Context, r *PruneRequest) (*PruneSummary, er
 	if err := req.check(); err != nil {
 		return nil, err
 	}
-	if s.db == nil {
+	if !s.loader.Durable() {
 		return nil, fmt.Errorf("%w: Prune: this service has no database (Config.DatabaseURL); without one Redis is the only copy and sessions are deleted with Delete", ErrInvalidArgument)
 	}
 	start := time.Now()

@@ -179,7 +179,7 @@ func (s *Service) checkLayout(ctx context.Context, keys cache.Keys) error {
 // `adksession flush`) do the writing; Flush waits for them. Without a
 // database it returns nil at once.
 func (s *Service) Flush(ctx context.Context) error {
-	if s.db == nil {
+	if !s.loader.Durable() {
 		return nil
 	}
 	last, err := s.cache.LastChangeIDs(ctx)
