@@ -126,7 +126,8 @@ func eventIDs(events []map[string]any) []string {
 // compaction events adksession wrote (ADK JS's CompactedEvent at the top
 // level of event_data, ADK Python's actions.compaction) as its own, and the
 // compacted events ADK JS writes are served by adksession's cold path,
-// continued, and read back by ADK JS unchanged.
+// continued, and read back by ADK JS unchanged; a fork of adksession's
+// session reads in ADK JS as the session did up to the fork point.
 func TestADKJSCompaction(t *testing.T) {
 	t.Parallel()
 	dir := adkJSDir(t)
@@ -190,6 +191,23 @@ func TestADKJSCompaction(t *testing.T) {
 	require.NotContains(t, jsEv, "customMetadata")
 	require.JSONEq(t, pyCompaction, string(raw(read.Session.Events[2]["actions"].(map[string]any)["compaction"])),
 		"ADK JS reads ADK Python's compaction in camelCase")
+
+	// A fork of our session before its last invocation: ADK JS reads it as
+	// it read the session up to there, compactions included, with the
+	// state the session had there.
+	_, err := e.svc.Fork(ctx, &service.ForkRequest{AppName: app, UserID: user, SessionID: "ours", NewSessionID: "forked",
+		BeforeInvocationID: "inv-3"})
+	require.NoError(t, err)
+	e.flush(e.svc)
+	_, forked := runADKJS(t, dir, dbURL, app, user, "forked")
+	require.Equal(t, ourIDs[:4], eventIDs(forked.Session.Events))
+	for i := range 4 {
+		require.Equal(t, read.Session.Events[i], forked.Session.Events[i], "forked event %d as ADK JS reads it", i)
+	}
+	require.Equal(t, "answered", forked.Session.State["phase"])
+	require.Equal(t, read.Compacted[:4], forked.Compacted)
+	require.Equal(t, read.Scratchpad[:4], forked.Scratchpad)
+	require.Equal(t, []string{ourIDs[3], ourIDs[2]}, forked.Active, "ADK JS's getActiveEvents of the fork")
 
 	// ADK JS writes, adksession reads (cold: the session is only in the
 	// database) and gives every field back as ADK JS answers it.
